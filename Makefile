@@ -22,3 +22,14 @@ test-fast: $(PY)
 
 zoo: $(PY)
 	$(PY) -m repro.models.zoo
+
+# `make reproduce PAPER=convit [SCALE=tiny|small|full] [TABLES=table2] [SEEDS=3]`: runs, then the report.
+reproduce: $(PY)
+	$(PY) -m repro reproduce paper=$(PAPER) $(if $(SCALE),scale=$(SCALE)) $(if $(TABLES),tables=$(TABLES)) $(if $(SEEDS),seeds=$(SEEDS))
+
+# `make report [PAPER=convit]`: rebuild reports from committed records only (no training).
+report: $(PY)
+	$(PY) -m repro.report $(if $(PAPER),--paper $(PAPER))
+
+bench: $(PY)
+	$(PY) -m benchmarks.throughput
