@@ -1,0 +1,6 @@
+"""The shared model core: one ViT family with pluggable attention, block and shortcut variants."""
+from .attention import Attention, RelativePositionBias, TalkingHeadsAttention
+from .blocks import Block
+from .gpsa import GPSA
+from .shortcuts import AugmentedShortcut, CirculantLinear
+from .vit import VisionTransformer
