@@ -4,3 +4,5 @@ from .blocks import Block
 from .gpsa import GPSA
 from .shortcuts import AugmentedShortcut, CirculantLinear
 from .vit import VisionTransformer
+from .convert import from_timm
+from . import registry  # registers the named configs with timm

@@ -41,7 +41,7 @@ class VisionTransformer(nn.Module):
         if global_pool not in ("token", "avg"):
             raise ValueError(f"unknown global_pool {global_pool!r}; choose 'token' or 'avg'")
         if not 0 <= gpsa_layers <= depth:
-            raise ValueError(f"gpsa_layers={gpsa_layers} must lie in [0, depth={depth}]")
+            raise ValueError(f"gpsa_layers={gpsa_layers} must lie in [0, depth={depth}]; pass gpsa_layers with depth")
         self.num_classes = num_classes
         self.global_pool = global_pool
         self.embed_dim = self.num_features = embed_dim

@@ -1,0 +1,82 @@
+"""Named configs for every model row the five papers report, registered with timm.
+
+Each function only sets hyperparameters (timm's ``register_model`` idiom); any of them can be
+overridden through ``timm.create_model(name, **kwargs)`` (img_size, patch_size, depth, num_classes, ...).
+Sources: ConViT Table 1 (heads/dim), CMHSA Table 1, Aug-ViT Table 2 and the release notes in
+../shared/papers/README.md, patch-diversification Tables 2-5, Res-Post-LN supplement Table 1.
+"""
+from __future__ import annotations
+
+from timm.models import register_model
+
+from .vit import VisionTransformer
+
+
+def _build(defaults: dict, kwargs: dict) -> VisionTransformer:
+    kwargs.pop("pretrained", None)  # no weight downloads: load weights with repro.models.from_timm
+    kwargs.pop("pretrained_cfg", None)
+    kwargs.pop("pretrained_cfg_overlay", None)
+    kwargs.pop("cache_dir", None)
+    return VisionTransformer(**{**defaults, **kwargs})
+
+
+# DeiT (Touvron et al. 2021) and ConViT's wider "+" DeiT baselines (ConViT Table 1).
+DEIT = dict(qkv_bias=True)
+CONVIT = dict(qkv_bias=False, gpsa_layers=10, locality_strength=1.0)
+SIZES = {  # size -> (embed_dim, heads) for DeiT and ConViT
+    "tiny": ((192, 3), (192, 4)),
+    "small": ((384, 6), (432, 9)),
+    "base": ((768, 12), (768, 16)),
+    "tiny_plus": ((256, 4), (256, 4)),
+    "small_plus": ((576, 9), (576, 9)),
+    "base_plus": ((1024, 16), (1024, 16)),
+}
+
+
+def _register(name: str, defaults: dict, doc: str) -> None:
+    def fn(pretrained: bool = False, **kwargs):
+        return _build(defaults, kwargs)
+    fn.__name__ = name
+    fn.__doc__ = doc
+    fn.__module__ = __name__
+    register_model(fn)
+    globals()[name] = fn
+
+
+for _size, ((_dd, _dh), (_cd, _ch)) in SIZES.items():
+    _register(f"repro_deit_{_size}", dict(**DEIT, embed_dim=_dd, num_heads=_dh),
+              f"DeiT-{_size}: dim {_dd}, {_dh} heads (ConViT Table 1).")
+    _register(f"repro_convit_{_size}", dict(**CONVIT, embed_dim=_cd, num_heads=_ch),
+              f"ConViT-{_size}: dim {_cd}, {_ch} heads, 10 GPSA + 2 MHSA blocks (ConViT Table 1).")
+
+# 32 px variants for the tiny/small scales: same widths and heads as the Ti pair, patch 4 (8x8 grid).
+C32 = dict(img_size=32, patch_size=4, num_classes=10)
+_register("repro_deit_tiny_c32", dict(**DEIT, **C32, embed_dim=192, num_heads=3), "DeiT-Ti at 32 px, patch 4.")
+_register("repro_convit_tiny_c32", dict(**CONVIT, **C32, embed_dim=192, num_heads=4), "ConViT-Ti at 32 px, patch 4.")
+_register("repro_convit_tiny9_c32", dict(**CONVIT, **C32, embed_dim=198, num_heads=9),
+          "ConViT at 32 px with 9 heads (3x3 conv init on integer offsets), width ~ Ti.")
+
+# CMHSA Table 1 baselines on CIFAR-100 at 224 px (ViT-base and DeiT-base share the architecture;
+# they differ by recipe).
+_register("repro_vit_base", dict(**DEIT, embed_dim=768, num_heads=12, num_classes=100),
+          "ViT-base/16 as CMHSA's baseline (CIFAR-100 head).")
+
+# Aug-ViT (release: T = 2 augmented paths on MSA and MLP, 4x4 circulant blocks, sum scaled by 3/4).
+AUG = dict(aug_paths=2, aug_mlp=True, aug_scale=0.75)
+_register("repro_augvit_small", dict(**DEIT, **AUG, embed_dim=384, num_heads=6), "Aug-ViT-S (Aug-ViT Table 2).")
+_register("repro_augvit_base", dict(**DEIT, **AUG, embed_dim=768, num_heads=12), "Aug-ViT-B (Aug-ViT Table 2).")
+
+# Block-placement variants (Res-Post-LN supplement Table 1; Xiong et al. 2020 for Post-LN).
+for _norm in ("post_ln", "res_post_ln"):
+    _register(f"repro_deit_small_{_norm}", dict(**DEIT, embed_dim=384, num_heads=6, norm=_norm),
+              f"DeiT-S with {_norm} blocks.")
+    _register(f"repro_deit_tiny_{_norm}_c32", dict(**DEIT, **C32, embed_dim=192, num_heads=3, norm=_norm),
+              f"DeiT-Ti at 32 px with {_norm} blocks.")
+
+# Patch-diversification baselines (Tables 2-5): DeiT-S/B at depth 12 and 24, talking heads.
+_register("repro_deit_small24", dict(**DEIT, embed_dim=384, num_heads=6, depth=24), "DeiT-S24 (44M).")
+_register("repro_deit_base24", dict(**DEIT, embed_dim=768, num_heads=12, depth=24), "DeiT-B24 (172M).")
+_register("repro_deit_base_th", dict(**DEIT, embed_dim=768, num_heads=12, attn="talking_heads"),
+          "DeiT-B12 with talking-heads attention.")
+_register("repro_deit_base24_th", dict(**DEIT, embed_dim=768, num_heads=12, depth=24, attn="talking_heads"),
+          "DeiT-B24 with talking-heads attention.")
