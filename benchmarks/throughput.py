@@ -1,0 +1,117 @@
+"""Training / inference images per second and peak memory of our models beside timm's implementation
+of the same architecture, measured in one process on one device, printed and saved as
+``results/bench/<device>.json``.
+
+    python -m benchmarks.throughput                 # CPU or the visible GPU, default settings
+    python -m benchmarks.throughput --compile       # also torch.compile'd variants (GPU)
+
+On GPU: bf16 autocast, batch 128 (ConViT Table 1's speed setting), MFU = counted FLOPs per image
+(forward x 3 for a training step) x images/s / the device's peak dense bf16 FLOP/s.
+On CPU (2 cores here) batches are small and numbers only compare models with each other.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import re
+from pathlib import Path
+
+import timm
+import torch
+from tabulate import tabulate
+
+import repro.models  # noqa: F401  (registers repro_*)
+from repro.probes.cost import count_macs
+from repro.probes.speed import throughput
+from repro.records import atomic_write_bytes, git_state
+
+# (label, ours, timm reference, kwargs shared by both, image size)
+PAIRS = [
+    ("DeiT-Ti", "repro_deit_tiny", "deit_tiny_patch16_224", {}, 224),
+    ("ConViT-Ti", "repro_convit_tiny", "convit_tiny", {}, 224),
+    ("DeiT-S", "repro_deit_small", "deit_small_patch16_224", {}, 224),
+    ("ConViT-S", "repro_convit_small", "convit_small", {}, 224),
+    ("DeiT-Ti/32px", "repro_deit_tiny_c32", "deit_tiny_patch16_224", dict(img_size=32, patch_size=4, num_classes=10), 32),
+    ("ConViT-Ti/32px", "repro_convit_tiny_c32", "convit_tiny", dict(img_size=32, patch_size=4, num_classes=10), 32),
+]
+PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12}  # dense bf16, vendor datasheets
+
+
+def peak_flops(device_name: str) -> float | None:
+    return next((v for k, v in PEAK_BF16.items() if k in device_name), None)
+
+
+def bench_one(name: str, kwargs: dict, img: int, batch: int, train: bool, steps: int, device, compile_: bool):
+    model = timm.create_model(name, **kwargs).to(device)
+    if compile_:
+        model = torch.compile(model)
+    r = throughput(model, batch=batch, img_size=img, train=train, steps=steps, amp=True)
+    del model
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    return r
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batch", type=int, help="batch size (default 128 on GPU, 16 at 224 px / 64 at 32 px on CPU)")
+    ap.add_argument("--steps", type=int, help="timed steps (default 20 GPU, 3 CPU)")
+    ap.add_argument("--compile", action="store_true", help="also measure torch.compile'd models")
+    ap.add_argument("--only", help="regex on the row label")
+    ap.add_argument("--out", type=Path, default=Path("results/bench"))
+    args = ap.parse_args(argv)
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    dev_name = torch.cuda.get_device_name(0) if cuda else f"cpu-{platform.machine()}-{torch.get_num_threads()}t"
+    steps = args.steps or (20 if cuda else 3)
+    rows, table = [], []
+    for label, ours, ref, kw, img in PAIRS:
+        if args.only and not re.search(args.only, label):
+            continue
+        batch = args.batch or (128 if cuda else (16 if img == 224 else 64))
+        macs = count_macs(timm.create_model(ours, **kw), img)
+        for train in (False, True):
+            for compile_ in ((False, True) if args.compile else (False,)):
+                r_ours = bench_one(ours, kw, img, batch, train, steps, device, compile_)
+                r_ref = bench_one(ref, kw, img, batch, train, steps, device, compile_)
+                peak = peak_flops(dev_name)
+                mfu = (2 * macs * (3 if train else 1) * r_ours["images_per_s"] / peak) if peak else None
+                row = dict(model=label, ours=ours, timm=ref, img_size=img, batch=batch, train=train,
+                           compiled=compile_, ours_img_s=r_ours["images_per_s"], timm_img_s=r_ref["images_per_s"],
+                           ratio=r_ours["images_per_s"] / r_ref["images_per_s"],
+                           ours_peak_mib=r_ours["peak_mem_mib"], timm_peak_mib=r_ref["peak_mem_mib"],
+                           gmacs_per_img=macs / 1e9, mfu=mfu)
+                rows.append(row)
+                table.append([label, "train" if train else "infer", "yes" if compile_ else "no", batch,
+                              f"{row['ours_img_s']:.1f}", f"{row['timm_img_s']:.1f}", f"{row['ratio']:.2f}",
+                              "-" if mfu is None else f"{100 * mfu:.1f}%"])
+                print(tabulate([table[-1]], tablefmt="plain"), flush=True)
+    # ConViT/DeiT ratio at equal size, ours vs timm (the paper's 734/1442 = 0.51 for Ti)
+    summary = []
+    for size in ("Ti", "S", "Ti/32px"):
+        for train in (False, True):
+            d = next((r for r in rows if r["model"] == f"DeiT-{size}" and r["train"] == train and not r["compiled"]), None)
+            c = next((r for r in rows if r["model"] == f"ConViT-{size}" and r["train"] == train and not r["compiled"]), None)
+            if d and c:
+                summary.append(dict(size=size, train=train, ours=c["ours_img_s"] / d["ours_img_s"],
+                                    timm=c["timm_img_s"] / d["timm_img_s"]))
+    print()
+    print(tabulate([[r["model"], "train" if r["train"] else "infer", "yes" if r["compiled"] else "no", r["batch"],
+                     f"{r['ours_img_s']:.1f}", f"{r['timm_img_s']:.1f}", f"{r['ratio']:.2f}",
+                     "-" if r["mfu"] is None else f"{100 * r['mfu']:.1f}%"] for r in rows],
+                   headers=["model", "mode", "compiled", "batch", "ours img/s", "timm img/s", "ours/timm", "MFU"]))
+    print()
+    print(tabulate([[s["size"], "train" if s["train"] else "infer", f"{s['ours']:.2f}", f"{s['timm']:.2f}"]
+                    for s in summary], headers=["size", "mode", "ConViT/DeiT ours", "ConViT/DeiT timm"]))
+    out = dict(device=dev_name, torch=torch.__version__, timm=timm.__version__, **git_state(),
+               settings=dict(steps=steps, amp_bf16=cuda, batch=args.batch), rows=rows, convit_deit_ratio=summary)
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", dev_name)
+    path = args.out / f"{slug}.json"
+    atomic_write_bytes(path, (json.dumps(out, indent=1) + "\n").encode())
+    print(f"\nwrote {path}")
+
+
+if __name__ == "__main__":
+    main()
