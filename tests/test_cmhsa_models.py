@@ -11,7 +11,7 @@ from repro.models.conv_phase import PatchConvolution, conv_phase_vit
 from repro.models.patches import patchify
 from repro.models.transfer import (conv_layer_to_attention, conv_patch_blocks, conv_to_mhsa, head_offsets,
                                    heads_required, interior_mask, neighbourhood_radius)
-from repro.probes.conv_theorems import (_predicted_attention, centre_patch_map, head_bound_table, lemma2_table,
+from repro.probes.conv_theorems import (predicted_attention, centre_patch_map, head_bound_table, lemma2_table,
                                         model_transfer_gap, one_hot_head_residuals, patch_errors,
                                         predicted_border_output, random_patch_conv, sampled_one_hot_residual,
                                         transferred_attention)
@@ -25,7 +25,7 @@ def _layer_and_input(k, p, c, grid=4, seed=0, dtype=torch.float32):
 
 
 def test_patch_convolution_is_the_pixel_convolution():
-    layer, x = _layer_and_input(3, 4, 2)
+    layer, _ = _layer_and_input(3, 4, 2)
     img = torch.randn(2, 2, 16, 16)
     assert torch.allclose(layer(patchify(img, 4)), patchify(layer.conv(img), 4), atol=1e-6)
 
@@ -50,7 +50,7 @@ def test_border_behaviour_as_documented(bias_form, k, p):
     offsets = head_offsets(neighbourhood_radius(k, p))
     amap = attn.attention_map(x)[0].double()
     # one-hot on the existing / clamped neighbour, uniform over all patches where it is missing ('one_hot')
-    assert (amap - _predicted_attention(layer.grid, offsets, bias_form)).abs().max() < 1e-6
+    assert (amap - predicted_attention(layer.grid, offsets, bias_form)).abs().max() < 1e-6
     assert patch_errors(predicted_border_output(x, layer, bias_form), attn(x)).max() < 1e-5
     if bias_form == "quadratic":  # left-edge query, head aimed left: attends to itself
         left = offsets.index((0, -1))

@@ -6,7 +6,8 @@ tokens (raw flattened patches, identity patch embedding, (p1, p2, c) order) are 
 Everything else (pre-LN blocks, FFN, final norm, GAP head) is the shared ``VisionTransformer``, so its
 parameter names are those of the attention phase and LN / FFN / head weights copy over by name
 (``repro.models.transfer.conv_to_mhsa``). No class token (a convolution has no place for it) and no
-absolute position embedding (the attention phase has none to receive it).
+absolute position embedding (the attention phase has none to receive it). The convolution keeps
+PyTorch's default Conv2d initialisation; the paper does not state one.
 """
 from __future__ import annotations
 

@@ -21,9 +21,11 @@ a closed form:
 - any positional attention (softmax or not: weights a_{h,delta} on every offset, W_h = W_V^h W_O^h free):
   the map is sum_h a_h (x) W_h, so the residual is the Eckart-Young tail of the rearranged matrix
   R[delta, :] = vec(T[:, patch delta]) (Van Loan-Pitsianis): it vanishes iff H >= rank R. This is the
-  rank argument of Theorems 5 / 6 for content-independent attention; rank R is 9 for patch input with
-  3 <= K <= 2P + 1 and min(K^2, C_in * C_out) for pixel input (P = 1), so the K^2 bound of Theorem 5
-  needs C_in * C_out >= K^2 channels, which the table uses.
+  rank argument of Theorems 5 / 6 for content-independent attention. For random kernels we measured
+  rank R = min((2m+1)^2, D_in * D_out): 9 for patch input (2 <= P, K <= 2P + 1) and min(K^2, C_in * C_out)
+  for pixel input (P = 1). Without the softmax constraint (weights >= 0, summing to 1) a single channel
+  pixel conv is one positional head (a_delta = kernel); the K^2 bound then needs C_in * C_out >= K^2,
+  which the table's pixel rows use (C = K). The one-hot rows need K^2 heads for any C.
 """
 from __future__ import annotations
 
@@ -90,7 +92,7 @@ def predicted_border_output(tokens: torch.Tensor, layer: PatchConvolution, bias_
     return out
 
 
-def _predicted_attention(grid: tuple[int, int], offsets: list[tuple[int, int]], bias_form: str) -> torch.Tensor:
+def predicted_attention(grid: tuple[int, int], offsets: list[tuple[int, int]], bias_form: str) -> torch.Tensor:
     """(H, N, N) attention rows the border analysis predicts: one-hot on the (clamped) neighbour, or uniform
     where the neighbour is missing under 'one_hot'."""
     n = grid[0] * grid[1]
@@ -125,6 +127,7 @@ def transfer_error_table(kernels=(3, 5), patches=(4, 8, 16), channels=(1, 3), gr
                 radius = neighbourhood_radius(k, p)
                 offsets = head_offsets(radius)
                 amap = attn.attention_map(x)[0, : len(offsets)].double()
+                amap_dev = (amap - predicted_attention(g, offsets, bias_form)).abs().max().item()
                 rows.append({
                     "kernel": k, "patch": p, "channels": c, "heads": attn.num_heads, "grid": grid,
                     "interior_patches": int(inside.sum()), "border_patches": int((~inside).sum()),
@@ -132,7 +135,7 @@ def transfer_error_table(kernels=(3, 5), patches=(4, 8, 16), channels=(1, 3), gr
                     "border_max_err": err[:, ~inside].max().item() if (~inside).any() else float("nan"),
                     "border_mean_err": err[:, ~inside].mean().item() if (~inside).any() else float("nan"),
                     "vs_predicted_max_err": patch_errors(predicted, y_attn).max().item(),
-                    "attention_vs_predicted_max": (amap - _predicted_attention(g, offsets, bias_form)).abs().max().item(),
+                    "attention_vs_predicted_max": amap_dev,
                 })
     return rows
 
