@@ -5,6 +5,7 @@
 - ``norm``: 'pre_ln' | 'post_ln' | 'res_post_ln' (see blocks.py); ``aug_paths``: Aug-ViT shortcuts.
 - ``global_pool``: 'token' (class token) | 'avg' (GAP over patch tokens, CMHSA).
 - ``patch_embed``: 'conv' (timm PatchEmbed) | 'identity' (raw flattened patches, CMHSA).
+- ``attn_layer``: a factory (dim, grid) -> module replacing attention in every block (CMHSA conv phase).
 - ``pos_embed``: 'learned' | 'none'. With GPSA layers the class token joins after the last GPSA block
   and the absolute position embedding covers patches only (as ConViT); otherwise it covers the class
   token too (as DeiT).
@@ -12,6 +13,7 @@
 from __future__ import annotations
 
 from functools import partial
+from typing import Callable
 
 import torch
 from timm.layers import PatchEmbed, trunc_normal_
@@ -34,7 +36,8 @@ class VisionTransformer(nn.Module):
                  aug_paths: int = 0, aug_mlp: bool = True, aug_scale: float = 1.0, aug_fft: bool = True,
                  global_pool: str = "token", patch_embed: str = "conv", pos_embed: str = "learned",
                  drop_rate: float = 0.0, attn_drop_rate: float = 0.0, proj_drop_rate: float = 0.0,
-                 drop_path_rate: float = 0.0, norm_eps: float = 1e-6):
+                 drop_path_rate: float = 0.0, norm_eps: float = 1e-6,
+                 attn_layer: Callable[[int, tuple[int, int]], nn.Module] | None = None):
         super().__init__()
         if attn not in ATTENTIONS:
             raise ValueError(f"unknown attention {attn!r}; choose one of {ATTENTIONS} (GPSA via gpsa_layers)")
@@ -70,10 +73,12 @@ class VisionTransformer(nn.Module):
             raise ValueError(f"unknown pos_embed {pos_embed!r}; choose 'learned' or 'none'")
         self.pos_drop = nn.Dropout(drop_rate)
 
-        dpr = torch.linspace(0, drop_path_rate, depth).tolist()
+        dpr = [drop_path_rate * i / max(depth - 1, 1) for i in range(depth)]
         blocks = []
         for i in range(depth):
-            if i < gpsa_layers:
+            if attn_layer is not None:  # e.g. CMHSA's convolution phase
+                a = attn_layer(embed_dim, grid)
+            elif i < gpsa_layers:
                 a = GPSA(embed_dim, num_heads, qkv_bias=qkv_bias, attn_drop=attn_drop_rate,
                          proj_drop=proj_drop_rate, grid=grid, locality_strength=locality_strength,
                          gating_init=gating_init, local_init=local_init)

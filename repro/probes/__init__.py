@@ -1,1 +1,1 @@
-"""Measurements on models: size and cost, speed, attention and feature statistics, gradients."""
+"""Measurements on models: size and cost, speed, attention and feature statistics, theorem checks."""
