@@ -1,0 +1,139 @@
+"""ConViT's evaluation-time interventions (Tables 5 and 6) and per-epoch locality records (Figs. 4-6).
+
+Interventions swap parameters for the duration of a ``with`` block and put the original Parameter
+objects back afterwards, so weights, optimizer references and forward() stay untouched:
+
+- Table 5: the absolute position embedding is zeroed at test time.
+- Table 6: in the first k GPSA layers the gate sigmoid(lambda) is forced to exactly 1 (content
+  attention masked, only positional attention left) or exactly 0 (positional attention masked).
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import torch
+from timm.utils import accuracy
+from torch import nn
+
+from repro.probes.locality import eval_mode, gating, gpsa_modules, layer_nonlocality, layer_nonlocality_official_bug
+
+TABLE6_KS = (3, 5, 10)
+MASKS = {"content": float("inf"), "position": float("-inf")}  # lambda giving sigmoid(lambda) = 1 or 0
+
+
+@contextmanager
+def swapped_parameters(swaps: list[tuple[nn.Module, str, torch.Tensor]]):
+    """Replace ``module.<name>`` by a frozen Parameter holding ``value`` inside the block, then restore."""
+    originals = []
+    try:
+        for module, name, value in swaps:
+            old = getattr(module, name)
+            if not isinstance(old, nn.Parameter):
+                raise ValueError(f"{type(module).__name__}.{name} is not a Parameter; nothing to swap")
+            originals.append((module, name, old))
+            setattr(module, name, nn.Parameter(value.to(old).expand_as(old).clone(), requires_grad=False))
+        yield
+    finally:
+        for module, name, old in reversed(originals):
+            setattr(module, name, old)
+
+
+def pos_embed_masked(model: nn.Module):
+    """Context: the absolute position embedding set to zero (ConViT Table 5)."""
+    if not isinstance(getattr(model, "pos_embed", None), nn.Parameter):
+        raise ValueError(f"{type(model).__name__} has no learned pos_embed to mask; Table 5 needs a model "
+                         f"built with an absolute position embedding")
+    return swapped_parameters([(model, "pos_embed", torch.zeros(()))])
+
+
+def gpsa_attention_masked(model: nn.Module, k: int, mask: str):
+    """Context: in the first ``k`` GPSA layers mask 'content' (gate = 1) or 'position' (gate = 0) (Table 6)."""
+    if mask not in MASKS:
+        raise ValueError(f"unknown mask {mask!r}; choose one of {tuple(MASKS)}")
+    layers = gpsa_modules(model)
+    if not 1 <= k <= len(layers):
+        raise ValueError(f"k={k} GPSA layers requested but the model has {len(layers)}; pick k in "
+                         f"[1, {len(layers)}]")
+    return swapped_parameters([(m, "gating_param", torch.tensor(MASKS[mask])) for m in layers[:k]])
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, data, labels: torch.Tensor | None = None, batch_size: int = 256) -> dict:
+    """Top-1/top-5 accuracy (%) on a loader of (images, labels), or on tensors ``data`` and ``labels``.
+
+    A minimal stand-in for the engine's evaluation; the table functions take ``evaluate_fn`` to swap it.
+    """
+    batches = data if labels is None else zip(data.split(batch_size), labels.split(batch_size))
+    device = next(model.parameters()).device
+    hits1 = hits5 = total = 0
+    with eval_mode(model):
+        for x, y in batches:
+            x, y = x.to(device), y.to(device)
+            top1, top5 = accuracy(model(x), y, topk=(1, 5))
+            hits1 += round(top1.item() * len(y) / 100)  # timm gives per-batch percentages
+            hits5 += round(top5.item() * len(y) / 100)
+            total += len(y)
+    if not total:
+        raise ValueError("evaluate got no images; check the loader or tensors passed as data")
+    return {"top1": 100 * hits1 / total, "top5": 100 * hits5 / total}
+
+
+def table5_pos_embed(model: nn.Module, data, labels=None, evaluate_fn=evaluate) -> dict:
+    """ConViT Table 5: top-1 as trained and with the position embedding zeroed at test time."""
+    top1 = evaluate_fn(model, data, labels)["top1"]
+    with pos_embed_masked(model):
+        masked = evaluate_fn(model, data, labels)["top1"]
+    return {"top1": top1, "top1_pos_masked": masked}
+
+
+def table6_masked_attention(model: nn.Module, data, labels=None, ks=TABLE6_KS, evaluate_fn=evaluate) -> list[dict]:
+    """ConViT Table 6: top-1 with content or positional attention masked in the first k GPSA layers.
+
+    k larger than the number of GPSA layers (reduced depth) is clipped to it; ``k_used`` says so.
+    """
+    n = len(gpsa_modules(model))
+    if n == 0:
+        raise ValueError(f"{type(model).__name__} has no GPSA layers; Table 6 masks GPSA attention")
+    none = evaluate_fn(model, data, labels)["top1"]
+    scores = {}
+    rows = []
+    for k in ks:
+        k_used = min(k, n)
+        for mask in MASKS:
+            if (k_used, mask) not in scores:
+                with gpsa_attention_masked(model, k_used, mask):
+                    scores[k_used, mask] = evaluate_fn(model, data, labels)["top1"]
+        rows.append({"k": k, "k_used": k_used, "top1_content_masked": scores[k_used, "content"],
+                     "top1_position_masked": scores[k_used, "position"], "top1_none": none})
+    return rows
+
+
+def _unwrap(model: nn.Module) -> nn.Module:
+    """The plain model under DistributedDataParallel (.module) and torch.compile (._orig_mod)."""
+    model = getattr(model, "module", model)
+    return getattr(model, "_orig_mod", model)
+
+
+class LocalityTracker:
+    """End-of-epoch records for ConViT Figs. 4-6 on a fixed probe batch.
+
+    ``tracker(model, epoch)`` returns (and appends to ``history``) plain lists: nonlocality [layer][head]
+    on each layer's actual input, the released code's measurement (issue #23) beside it, and
+    sigmoid(lambda) [GPSA layer][head].
+    """
+
+    def __init__(self, images: torch.Tensor):
+        self.images = images
+        self.history: list[dict] = []
+
+    def __call__(self, model: nn.Module, epoch: int) -> dict:
+        model = _unwrap(model)
+        images = self.images.to(next(model.parameters()).device)
+        record = {
+            "epoch": epoch,
+            "nonlocality": layer_nonlocality(model, images),
+            "nonlocality_official_bug": layer_nonlocality_official_bug(model, images),
+            "gating": gating(model),
+        }
+        self.history.append(record)
+        return record
