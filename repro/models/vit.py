@@ -45,6 +45,9 @@ class VisionTransformer(nn.Module):
             raise ValueError(f"unknown global_pool {global_pool!r}; choose 'token' or 'avg'")
         if not 0 <= gpsa_layers <= depth:
             raise ValueError(f"gpsa_layers={gpsa_layers} must lie in [0, depth={depth}]; pass gpsa_layers with depth")
+        if gpsa_layers == depth and global_pool == "token":
+            raise ValueError(f"all {depth} blocks are GPSA, so a class token joining after them would never see a "
+                             f"patch; keep at least one MHSA block or use global_pool='avg'")
         self.num_classes = num_classes
         self.global_pool = global_pool
         self.embed_dim = self.num_features = embed_dim
@@ -143,8 +146,6 @@ class VisionTransformer(nn.Module):
             if self.cls_token is not None and i == self.cls_insert_at and i > 0:
                 x = self._add_cls(x)
             x = blk(x)
-        if self.cls_token is not None and self.cls_insert_at == len(self.blocks):
-            x = self._add_cls(x)  # every block is GPSA
         return self.norm(x)
 
     def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
