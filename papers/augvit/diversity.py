@@ -30,8 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import repro.models  # noqa: F401  (registers the repro_* names with timm)
-from repro.models import AugmentedShortcut, CirculantLinear
+from repro.models import AugmentedShortcut, CirculantLinear  # also registers the repro_* names with timm
 from repro.probes.diversity import block_input, feature_diversity, layerwise, relative_diversity
 
 VARIANTS = ("attention_only", "deit", "augvit_msa", "augvit_msa_mlp")
