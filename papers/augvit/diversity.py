@@ -1,0 +1,195 @@
+"""Aug-ViT's feature-diversity analysis (main paper Fig. 1 / Theorem 2; supplement Eq. S.1-S.5).
+
+Two measurements on the shared core's modules:
+
+1. ``diversity_curves``: r(Z_l) / r(Z_0) per block for (a) attention only, no shortcuts, (b) DeiT
+   (identity shortcuts), (c) Aug-ViT with augmented shortcuts beside the MSA only and (d) beside MSA
+   and MLP. All four are cut from one Aug-ViT so they share every weight: the comparison isolates the
+   shortcuts. ``relative_diversity`` (r(Z)/||Z||_F) is reported beside the ratio because a pre-LN stack
+   can rescale its residual stream freely, which moves r(Z) without making tokens more or less alike.
+2. ``s4_bound``: the linear term of Eq. S.4 layer by layer,
+       r(Z_{l+1}) <= H gamma'/sqrt(d) r^3 + H alpha_l r(Z_l) <= max(H gamma/sqrt(d) r^3, 2 H alpha_l r(Z_l)),
+   alpha_l = 1 + sum_i lambda ||Theta_li||, lambda = Lipschitz constant of GELU, ||Theta|| = spectral norm.
+   The cubic term is not evaluated: gamma' comes from Dong et al. 2021 Lemma A.1, which is stated in the
+   composite l1/l_inf norm with a data-dependent constant, not in the Frobenius norm r uses. Because
+   that term is >= 0, a measured r(Z_{l+1}) at or below H alpha_l r(Z_l) proves both forms of S.4 hold;
+   above 2 H alpha_l r(Z_l) the verdict would hang on gamma' (reported as undecided).
+
+The core's Block always adds its identity shortcut. Variant (a) needs a block without one, so
+``ShortcutFreeBlock`` composes a core block's own ``norm1``/``attn`` (and optionally ``norm2``/``mlp``)
+without the additions; a ``shortcut=False`` constructor argument on the core Block would make it a
+plain config.
+"""
+from __future__ import annotations
+
+import copy
+from contextlib import ExitStack
+
+import timm
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from repro.models import AugmentedShortcut, CirculantLinear  # also registers the repro_* names with timm
+from repro.probes.diversity import block_input, feature_diversity, layerwise, relative_diversity
+
+VARIANTS = ("attention_only", "deit", "augvit_msa", "augvit_msa_mlp")
+
+
+def gelu_lipschitz(half_width: float = 8.0, step: float = 1e-4) -> float:
+    """max_x |GELU'(x)| by autograd on a dense float64 grid (exact GELU, as the core uses).
+
+    GELU'(x) = Phi(x) + x phi(x) and GELU''(x) = phi(x)(2 - x^2), so |GELU'| peaks at x = sqrt(2) with
+    Phi(sqrt 2) + sqrt(2) phi(sqrt 2) ~ 1.1289 (the minimum at -sqrt(2) is only -0.0682); the grid brackets
+    it and the test checks the two agree. Outside [-8, 8] GELU' is within 1e-14 of 0 or 1.
+    """
+    x = torch.arange(-half_width, half_width + step, step, dtype=torch.float64, requires_grad=True)
+    (grad,) = torch.autograd.grad(F.gelu(x).sum(), x)
+    return float(grad.abs().max())
+
+
+def circulant_spectral_norm(layer: CirculantLinear) -> float:
+    """||W||_2 of a block-circulant projection, exactly, from the DFT of its circulant blocks.
+
+    Every b x b circulant block is diagonalised by the same unitary DFT, so W is unitarily similar to a
+    block-diagonal matrix whose f-th block is M_f[o, i] = DFT(c_oi)[f]; ||W||_2 = max_f ||M_f||_2.
+    For real c, M_{b-f} = conj(M_f), so the rfft half covers every frequency.
+    """
+    spectrum = torch.fft.rfft(layer.weight.detach().double(), dim=-1)  # (n_out, n_in, b//2 + 1)
+    return float(torch.linalg.matrix_norm(spectrum.permute(2, 0, 1), ord=2).max())
+
+
+def shortcut_alpha(shortcut: AugmentedShortcut | None, lam: float) -> float:
+    """alpha = 1 + sum_i lambda ||Theta_i|| (Eq. S.4; beta of Eq. S.6 for the MLP's shortcut); 1 without paths."""
+    if shortcut is None:
+        return 1.0
+    return 1.0 + sum(lam * circulant_spectral_norm(p) for p in shortcut.paths)
+
+
+class ShortcutFreeBlock(nn.Module):
+    """x -> Attn(LN1 x) [-> MLP(LN2 .)]: a core block's own modules with its identity shortcuts removed."""
+
+    def __init__(self, block: nn.Module, mlp: bool = False):
+        super().__init__()
+        self.norm1, self.attn = block.norm1, block.attn
+        self.norm2, self.mlp = (block.norm2, block.mlp) if mlp else (None, None)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.attn(self.norm1(x))
+        return x if self.mlp is None else self.mlp(self.norm2(x))
+
+
+def variants(augvit: nn.Module, keep_mlp_without_shortcuts: bool = False) -> dict[str, nn.Module]:
+    """The four models (a)-(d) cut from one Aug-ViT with shortcuts on MSA and MLP, sharing its weights.
+
+    (a) every block becomes a ShortcutFreeBlock (attention only; with ``keep_mlp_without_shortcuts``
+    the MLP stays, also without a shortcut); (b) both augmented shortcuts removed = DeiT; (c) the MLP's
+    removed = Aug-ViT with aug_mlp=False; (d) the model itself.
+    """
+    if any(getattr(b, "aug_attn", None) is None or getattr(b, "aug_mlp", None) is None for b in augvit.blocks):
+        raise ValueError("variants() needs an Aug-ViT with augmented shortcuts on MSA and MLP "
+                         "(aug_paths > 0, aug_mlp=True), e.g. timm.create_model('repro_deit_tiny_c32', aug_paths=2)")
+    out = {}
+    a = copy.deepcopy(augvit)
+    a.blocks = nn.ModuleList(ShortcutFreeBlock(b, mlp=keep_mlp_without_shortcuts) for b in a.blocks)
+    out["attention_only"] = a
+    for name, drop in (("deit", ("aug_attn", "aug_mlp")), ("augvit_msa", ("aug_mlp",))):
+        m = copy.deepcopy(augvit)
+        for b in m.blocks:
+            for attr in drop:
+                setattr(b, attr, None)
+        out[name] = m
+    out["augvit_msa_mlp"] = augvit
+    return out
+
+
+def diversity_curve(model: nn.Module, images: torch.Tensor) -> dict[str, list[float]]:
+    """r(Z_l)/r(Z_0) for l = 0..L over all tokens (class token included: it is a row of Z), and r(Z_l)/||Z_l||_F.
+
+    Works on any repro ViT, trained or not.
+    """
+    r = layerwise(model, images, feature_diversity, include_input=True, drop_prefix=False)
+    rel = layerwise(model, images, relative_diversity, include_input=True, drop_prefix=False)
+    return {"ratio": [v / r[0] for v in r], "relative": rel}
+
+
+def build_augvit(model_name: str = "repro_deit_tiny_c32", seed: int = 0, aug_paths: int = 2,
+                 aug_scale: float = 1.0, **kwargs) -> nn.Module:
+    """A freshly initialised Aug-ViT (augmented shortcuts on MSA and MLP) from any repro ViT name.
+
+    ``aug_scale`` = 1 is the paper's Eq. 8/10; the release scales each sub-layer's sum by 3/4.
+    """
+    torch.manual_seed(seed)
+    return timm.create_model(model_name, aug_paths=aug_paths, aug_mlp=True, aug_scale=aug_scale, **kwargs).eval()
+
+
+def diversity_curves(augvit: nn.Module, images: torch.Tensor, **variant_kw) -> dict[str, dict[str, list[float]]]:
+    """``diversity_curve`` for each of the variants (a)-(d) of one Aug-ViT."""
+    return {name: diversity_curve(m, images) for name, m in variants(augvit, **variant_kw).items()}
+
+
+def _aug_msa_steps(model: nn.Module, images: torch.Tensor, setting: str) -> list[tuple]:
+    """(input, output, block) of each AugMSA step.
+
+    'stack': Z_{l+1} = Z_l + MSA(Z_l) + sum_i T_li(Z_l), the supplement's model (S1) stacked from the
+    model's own attention and shortcut modules, no LayerNorm, no MLP, no aug_scale, started from the
+    model's embedded tokens Z_0. 'model': the deployed pre-LN blocks, input = the block's input and
+    output = the stream after its attention sub-layer (read at the input of norm2); there the branches
+    see LN(Z_l), not Z_l, so S.4's hypothesis holds only approximately.
+    """
+    with torch.no_grad():
+        if setting == "stack":
+            with block_input(model.blocks[0]) as first:
+                model(images)
+            z, steps = first["z"], []
+            for blk in model.blocks:
+                out = z + blk.attn(z)
+                if getattr(blk, "aug_attn", None) is not None:
+                    out = out + blk.aug_attn(z)
+                steps.append((z, out, blk))
+                z = out
+            return steps
+        with ExitStack() as stack:
+            ins = [stack.enter_context(block_input(b)) for b in model.blocks]
+            mids = [stack.enter_context(block_input(b.norm2)) for b in model.blocks]
+            model(images)
+        return [(i["z"], m["z"], b) for i, m, b in zip(ins, mids, model.blocks)]
+
+
+def s4_bound(model: nn.Module, images: torch.Tensor, setting: str = "stack") -> list[dict]:
+    """Per layer: measured r(Z_{l+1}), r(Z_l), alpha_l, H and the linear terms of Eq. S.4 (batch means).
+
+    ``verdict``: 'holds' when every sample has r(Z_{l+1}) <= H alpha_l r(Z_l) (the middle form, hence also
+    the max form), 'holds (max form)' when only <= 2 H alpha_l r(Z_l), else 'undecided (cubic term not
+    evaluated)'. ``beta`` is Eq. S.6's 1 + sum lambda ||Theta'|| of the MLP's shortcut, for reference.
+    """
+    if setting not in ("stack", "model"):
+        raise ValueError(f"s4_bound: setting={setting!r}; choose 'stack' (the supplement's AugMSA stack) or 'model'")
+    if getattr(model.blocks[0], "norm_placement", "pre_ln") != "pre_ln" and setting == "model":
+        raise ValueError("s4_bound(setting='model') reads the attention sub-layer's output at norm2's input, "
+                         "which is only that stream for pre_ln blocks")
+    lam = gelu_lipschitz()
+    was_training = model.training
+    model.eval()
+    rows = []
+    try:
+        for z_in, z_out, blk in _aug_msa_steps(model, images, setting):
+            r_in, r_out = feature_diversity(z_in), feature_diversity(z_out)
+            alpha = shortcut_alpha(getattr(blk, "aug_attn", None), lam)
+            heads = blk.attn.num_heads
+            linear = heads * alpha * r_in
+            if bool((r_out <= linear).all()):
+                verdict = "holds"
+            elif bool((r_out <= 2 * linear).all()):
+                verdict = "holds (max form)"
+            else:
+                verdict = "undecided (cubic term not evaluated)"
+            rows.append({"r_in": float(r_in.mean()), "r_out": float(r_out.mean()), "alpha": alpha,
+                         "beta": shortcut_alpha(getattr(blk, "aug_mlp", None), lam), "heads": heads,
+                         "lipschitz": lam, "linear_term": float(linear.mean()),
+                         "max_form_linear": float(2 * linear.mean()),
+                         "worst_ratio": float((r_out / linear).max()), "verdict": verdict})
+    finally:
+        model.train(was_training)
+    return rows
+
