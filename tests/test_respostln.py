@@ -1,0 +1,115 @@
+"""Res-Post-LN supplement (Lemma 1, Theorem 4) measured at small sizes on the shared blocks."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from papers.respostln import theory as th
+from repro.models import Attention
+from repro.models.blocks import Block
+
+
+def test_lemma1_bound_holds_at_small_width():
+    res = th.lemma1(d_values=(16, 32), L=4, n_tokens=8, samples=4, seed=0)
+    assert [(r["d"], r["l"]) for r in res["rows"]] == [(d, l) for d in (16, 32) for l in range(1, 5)]
+    for r in res["rows"]:
+        assert r["bound"] == 2 * ((2 * r["l"] - 1) * r["d"] ** 2 + r["l"] * r["d"])
+        assert r["holds"] and r["mean"] <= r["bound"], r
+        # The stream grows by two LN-normalised increments per block: at least d more per block.
+        assert r["mean"] > r["d"] * r["l"]
+
+
+def test_res_post_ln_increments_have_squared_norm_d():
+    d, n = 24, 7
+    blk = th.init_as_proof(Block(d, Attention(d, 2), mlp_ratio=1.0, norm="res_post_ln"), seed=3)
+    seen = {}
+    hooks = [getattr(blk, name).register_forward_hook(lambda m, i, o, name=name: seen.__setitem__(name, o))
+             for name in ("post_norm1", "post_norm2")]
+    x = 5.0 * torch.randn(2, n, d) + 1.0
+    with torch.no_grad():
+        y = blk(x)
+    for h in hooks:
+        h.remove()
+    for name in ("post_norm1", "post_norm2"):
+        sq = seen[name].pow(2).sum(-1)
+        assert torch.allclose(sq, torch.full_like(sq, d), rtol=1e-4), name
+    torch.testing.assert_close(y, x + seen["post_norm1"] + seen["post_norm2"])
+
+
+def test_init_gives_unit_preactivations_and_pairs_weights_across_norms():
+    d = 256
+    stacks = {n: th.init_as_proof(th.TokenStack(2, d, n), seed=11) for n in th.NORMS}
+    w = {n: [m.weight for m in s.modules() if isinstance(m, torch.nn.Linear)] for n, s in stacks.items()}
+    for n in ("post_ln", "res_post_ln"):
+        assert all(torch.equal(a, b) for a, b in zip(w["pre_ln"], w[n]))
+    fc1 = stacks["pre_ln"].blocks[0].mlp.fc1
+    x = torch.nn.functional.layer_norm(torch.randn(64, d) * 3 + 2, (d,))
+    z = fc1(x)
+    assert abs(z.var().item() - 1.0) < 0.1 and abs(z.mean().item()) < 0.05
+    assert fc1.bias.abs().max() == 0
+
+
+def test_theorem4_direction_in_depth():
+    res = th.theorem4(L_values=(2, 12), d_values=(32,), samples=12, seed=0)
+    g = {(c["norm"], c["L"]): c["mean"] for c in res["grid"]}
+    assert g["post_ln", 12] >= 0.9 * g["post_ln", 2]
+    assert g["pre_ln", 12] < 0.75 * g["pre_ln", 2]
+    assert g["res_post_ln", 12] < 0.75 * g["res_post_ln", 2]
+    assert g["pre_ln", 12] < g["post_ln", 12]
+
+
+def test_fit_exponents_recovers_known_power_law():
+    rng = np.random.default_rng(0)
+    L, d = np.meshgrid([6, 12, 24, 48], [64, 128, 256, 512])
+    L, d = L.ravel(), d.ravel()
+    g = 0.3 * L ** -0.5 * d ** 0.7 * np.sqrt(np.log(d)) * np.exp(rng.normal(0, 0.01, L.size))
+    fit = th.fit_exponents(L, d, g)
+    assert fit["a"] == pytest.approx(-0.5, abs=0.02) and fit["b"] == pytest.approx(0.7, abs=0.02)
+    assert fit["se_a"] < 0.02 and fit["r2"] > 0.999
+    raw = th.fit_exponents(L, d, g, ln_power=0.0)  # without removing sqrt(ln d) the d-exponent is larger
+    assert raw["b"] > fit["b"] + 0.05
+    one_d = th.fit_exponents(L[:4], d[:4], g[:4])
+    assert one_d["a"] == pytest.approx(-0.5, abs=0.03) and math.isnan(one_d["b"])
+
+
+def _synthetic_result(exponents):
+    """A theorem4-shaped result whose per-sample norms follow g = L^a d^b sqrt(ln d) (x small noise)."""
+    rng = np.random.default_rng(1)
+    Ls, ds = [6, 12, 24, 48], [64, 128, 256, 512]
+    grid = []
+    for norm, (a, b, scale) in exponents.items():
+        for d in ds:
+            for L in Ls:
+                s = list(scale * L ** a * d ** b * math.sqrt(math.log(d)) * np.exp(rng.normal(0, 0.02, 6)))
+                grid.append({"norm": norm, "L": L, "d": d, "samples": s, "mean": float(np.mean(s)),
+                             "std": float(np.std(s, ddof=1))})
+    res = {"config": {"L_values": Ls, "d_values": ds, "blocks": list(exponents)}, "grid": grid,
+           "theory": {n: th.THEORY[n] for n in exponents}, "fits": {}}
+    for n in exponents:
+        cells = [c for c in grid if c["norm"] == n]
+        res["fits"][n] = th.fit_exponents([c["L"] for c in cells], [c["d"] for c in cells],
+                                          [c["mean"] for c in cells])
+    return res
+
+
+def test_verdicts_follow_the_measurement():
+    as_theory = _synthetic_result({"pre_ln": (-0.5, 1.0, 0.1), "post_ln": (0.0, 1.0, 1.0),
+                                   "res_post_ln": (-0.5, 0.5, 0.1)})
+    verdicts = {v["claim"]: v["verdict"] for v in th.theorem4_verdicts(as_theory)}
+    assert set(verdicts.values()) == {"holds"}, verdicts
+    # Pre-LN flat in depth and above Post-LN, Res-Post-LN above Pre-LN: the checks must say so.
+    against = _synthetic_result({"pre_ln": (0.0, 1.0, 1.2), "post_ln": (0.0, 1.0, 1.0),
+                                 "res_post_ln": (0.0, 1.0, 1.5)})
+    verdicts = {v["claim"]: v["verdict"] for v in th.theorem4_verdicts(against)}
+    assert verdicts["pre_ln: exponent of L"] == "fails"
+    assert verdicts["res_post_ln: exponent of d beyond sqrt(ln d) (upper bound)"] == "fails"
+    assert verdicts["res_post_ln gradient below pre_ln at L=48"] == "fails"
+    assert verdicts["pre_ln gradient below post_ln at L=48"] == "fails"
+
+
+def test_loglog_figure_writes_png(tmp_path):
+    res = th.theorem4(L_values=(2, 4), d_values=(16, 32), samples=2, seed=0)
+    path = tmp_path / "fig.png"
+    th.loglog_figure(res, path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
