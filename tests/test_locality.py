@@ -96,7 +96,8 @@ def test_conv_init_heads_attend_their_kernel_offset(name, interior):
     """Gate ~ 1 and alpha = 50: each head looks at query + its offset; on the 8x8 grid's border the nearest
     in-grid key replaces the missing one, so the full-grid value is below the offset's norm."""
     torch.manual_seed(0)
-    m = timm.create_model(name, depth=2, gpsa_layers=2, locality_strength=50.0, gating_init=40.0)
+    m = timm.create_model(name, depth=2, gpsa_layers=2, locality_strength=50.0, gating_init=40.0,
+                              global_pool="avg")
     gpsa = m.blocks[0].attn
     offsets = gpsa.kernel_offsets()
     measured = torch.tensor(layer_nonlocality(m, torch.randn(2, 3, 32, 32)))
