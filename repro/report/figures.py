@@ -91,19 +91,24 @@ def _vs_rows(ax, cmp: Comparison, fig: Figure, scale: str) -> int:
             ax.errorbar(xs, ms, yerr=ss, color=color, marker="s", lw=2, capsize=3, label=f"{s.label} (measured)")
             drawn += 1
     ax.set_xlabel(fig.x_label or "x")
+    if fig.x_scale == "log":
+        ax.set_xscale("log")
+    ax.set_xticks([r.x for r in rows], [r.label for r in rows], minor=False)  # the paper's own row labels
+    ax.minorticks_off()
     return drawn
 
 
 def draw(cmp: Comparison, fig: Figure, scale: str | None) -> MplFigure | None:
     """The matplotlib figure at one scale, or None when no record feeds it."""
-    mpl = MplFigure(figsize=(6.4, 3.8), layout="constrained")
+    mpl = MplFigure(figsize=(6.4, 3.8))
+    mpl.subplots_adjust(left=0.12, right=0.97, top=0.91, bottom=0.14)  # fixed: a layout engine costs a 2nd draw
     ax = mpl.subplots()
     drawn = 0
     if scale is not None:
         drawn = _vs_rows(ax, cmp, fig, scale) if fig.kind == "vs_rows" else _curves(ax, cmp, fig, scale)
     if not drawn:
         return None
-    if fig.x_scale == "log":
+    if fig.x_scale == "log" and fig.kind != "vs_rows":
         ax.set_xscale("log")
     ax.set_ylabel(fig.y_label)
     ax.set_title(f"{fig.id} - scale: {scale}", fontsize=10)

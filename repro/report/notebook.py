@@ -198,7 +198,8 @@ def inputs_digest(paper_yaml: Path, results_dir: Path, paper_id: str) -> str:
     """Hash of everything the notebook's outputs depend on: paper.yaml, record files, report code."""
     h = hashlib.sha256()
     files = [paper_yaml, *sorted((Path(results_dir) / paper_id).glob("*/records/*.json")),
-             *sorted(_CODE_DIR.rglob("*.py")), *sorted(_CODE_DIR.rglob("*.j2")), _CODE_DIR.parent / "spec.py"]
+             *sorted(_CODE_DIR.rglob("*.py")), *sorted(_CODE_DIR.rglob("*.j2")),
+             _CODE_DIR.parent / "spec.py", _CODE_DIR.parent / "records.py"]
     for f in files:
         h.update(str(f.name).encode())
         h.update(f.read_bytes())
