@@ -7,7 +7,7 @@ import nbformat
 import pytest
 
 from repro.records import load_records, write_record
-from repro.report import build_index, build_report
+from repro.report import build_all, build_index, build_report
 from repro.report import notebook as nbmod
 from repro.report.__main__ import main
 from repro.report.claims import judge_all
@@ -274,13 +274,19 @@ def test_notebook_executes_in_a_kernel(tmp_path, monkeypatch):
     if not nbmod.kernel_available():
         pytest.skip("ipykernel is not installed: the notebook is executed in-process instead")
     papers, results = make_toy(tmp_path)
+    (papers / "toy2").mkdir()
+    (papers / "toy2" / "paper.yaml").write_text(TOY.replace("id: toy", "id: toy2"))
     monkeypatch.chdir(REPO)  # the kernel imports repro from the working directory
-    ipynb, _ = nbmod.build("toy", papers, results, execute="kernel")
-    nb = nbformat.read(ipynb, as_version=4)
-    assert nb.metadata["vitrepro"]["executed_with"] == "kernel"
-    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
-    assert not [o for o in outputs if o.output_type == "error"]
-    assert any("41.00 ± 1.00" in o.get("data", {}).get("text/html", "") for o in outputs)
+    build_all(papers, results, notebook_execute="kernel")  # one kernel shared by both notebooks
+    for pid in ("toy", "toy2"):
+        nb = nbformat.read(results / pid / "report.ipynb", as_version=4)
+        assert nb.metadata["vitrepro"]["executed_with"] == "kernel"
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        assert [c.execution_count for c in code] == list(range(1, len(code) + 1))
+        outputs = [o for c in code for o in c.outputs]
+        assert not [o for o in outputs if o.output_type == "error"]
+        if pid == "toy":
+            assert any("41.00 ± 1.00" in o.get("data", {}).get("text/html", "") for o in outputs)
 
 
 def test_index_lists_papers_with_verdicts_and_broken_papers(tmp_path):

@@ -5,6 +5,7 @@ rebuilt from committed records, and never trains.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -56,12 +57,13 @@ def _write(path: Path, text: str) -> Path:
 
 
 def build_report(paper_id: str, papers_dir: Path = Path("papers"), results_dir: Path = Path("results"),
-                 notebook_execute: str | None = "auto") -> list[Path]:
+                 notebook_execute: str | None = "auto", kernel=None) -> list[Path]:
     """Rebuild one paper's report from its records; returns the paths written.
 
     Raises UnknownPaper (no paper.yaml) or SpecError (paper.yaml unreadable). Narrower problems
     (corrupt records, unknown cells) are shown in the report instead. ``notebook_execute`` None skips
-    the notebook; else auto | kernel | inline (see repro.report.notebook).
+    the notebook; else auto | kernel | inline (see repro.report.notebook); ``kernel`` a running kernel
+    manager to reuse (``notebook.kernel_session``).
     """
     papers_dir, results_dir = Path(papers_dir), Path(results_dir)
     spec = papers_dir / paper_id / "paper.yaml"
@@ -84,7 +86,7 @@ def build_report(paper_id: str, papers_dir: Path = Path("papers"), results_dir: 
         _write(out / "summary.json", json.dumps(summarize(cmp, verdicts), indent=1) + "\n"),
     ]
     if notebook_execute:
-        written += notebook.build(paper_id, papers_dir, results_dir, execute=notebook_execute)
+        written += notebook.build(paper_id, papers_dir, results_dir, execute=notebook_execute, km=kernel)
     return written
 
 
@@ -118,10 +120,12 @@ def build_all(papers_dir: Path = Path("papers"), results_dir: Path = Path("resul
         if pid not in known:
             raise UnknownPaper(pid, known)
     written, errors = [], {}
-    for pid in only or known:
-        try:
-            written += build_report(pid, papers_dir, results_dir, notebook_execute)
-        except SpecError as e:
-            errors[pid] = str(e)
+    session = notebook.kernel_session() if notebook_execute in ("auto", "kernel") else contextlib.nullcontext()
+    with session as km:
+        for pid in only or known:
+            try:
+                written += build_report(pid, papers_dir, results_dir, notebook_execute, kernel=km)
+            except SpecError as e:
+                errors[pid] = str(e)
     written.append(build_index(papers_dir, results_dir, errors))
     return written, errors

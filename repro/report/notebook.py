@@ -13,7 +13,9 @@ import ast
 import base64
 import contextlib
 import hashlib
+import importlib.util
 import io
+import json
 import os
 import traceback
 from pathlib import Path
@@ -176,17 +178,48 @@ def run_inline(nb: nbformat.NotebookNode) -> None:
                 o.execution_count = n
 
 
-def run_kernel(nb: nbformat.NotebookNode, timeout: int = 300) -> None:
-    """Execute with a Jupyter kernel (nbconvert ExecutePreprocessor) in the current directory."""
+def _renumber(nb: nbformat.NotebookNode) -> None:
+    """Execution counts 1, 2, ... per notebook, also when the kernel was shared with other notebooks."""
+    for n, cell in enumerate((c for c in nb.cells if c.cell_type == "code"), start=1):
+        cell.execution_count = n
+        for o in cell.outputs:
+            if o.output_type == "execute_result":
+                o.execution_count = n
+
+
+def run_kernel(nb: nbformat.NotebookNode, km=None, timeout: int = 300) -> None:
+    """Execute with a Jupyter kernel (nbconvert ExecutePreprocessor) in the current directory.
+
+    ``km``: a kernel manager from ``kernel_session`` to reuse; None starts and stops a kernel just for nb.
+    """
     from nbconvert.preprocessors import ExecutePreprocessor
 
-    ExecutePreprocessor(timeout=timeout, kernel_name="python3").preprocess(nb, {"metadata": {"path": os.getcwd()}})
+    ExecutePreprocessor(timeout=timeout, kernel_name="python3").preprocess(
+        nb, {"metadata": {"path": os.getcwd()}}, km=km)
+
+
+@contextlib.contextmanager
+def kernel_session():
+    """One kernel for every notebook built inside the block: its start-up and imports are paid once."""
+    if not kernel_available():
+        yield None
+        return
+    from jupyter_client.manager import AsyncKernelManager
+    from jupyter_core.utils import run_sync
+
+    km = AsyncKernelManager(kernel_name="python3")
+    try:
+        yield km
+    finally:
+        if km.has_kernel:
+            run_sync(km.shutdown_kernel)(now=True)
 
 
 def kernel_available() -> bool:
     """ipykernel installed and a python3 kernel spec found."""
     try:
-        import ipykernel  # noqa: F401
+        if importlib.util.find_spec("ipykernel") is None:  # find, not import: importing it costs a second
+            return False
         from jupyter_client.kernelspec import KernelSpecManager
         KernelSpecManager().get_kernel_spec("python3")
         return True
@@ -206,23 +239,27 @@ def inputs_digest(paper_yaml: Path, results_dir: Path, paper_id: str) -> str:
     return h.hexdigest()
 
 
-def build(paper_id: str, papers_dir: Path, results_dir: Path, execute: str = "auto") -> list[Path]:
-    """Write results/<id>/report.ipynb (executed) and notebook.html; execute = auto | kernel | inline."""
+def build(paper_id: str, papers_dir: Path, results_dir: Path, execute: str = "auto", km=None) -> list[Path]:
+    """Write results/<id>/report.ipynb (executed) and notebook.html; execute = auto | kernel | inline.
+
+    ``km``: a running kernel to reuse (see ``kernel_session``).
+    """
     out = Path(results_dir) / paper_id
     ipynb, page = out / "report.ipynb", out / "notebook.html"
     digest = inputs_digest(Path(papers_dir) / paper_id / "paper.yaml", results_dir, paper_id)
     if ipynb.exists() and page.exists() and execute == "auto":
-        try:
-            if nbformat.read(ipynb, as_version=4).metadata.get("vitrepro", {}).get("inputs") == digest:
+        try:  # plain JSON: reading it through nbformat would validate the whole notebook
+            if json.loads(ipynb.read_text())["metadata"]["vitrepro"]["inputs"] == digest:
                 return [ipynb, page]
-        except (OSError, ValueError, nbformat.ValidationError):
+        except (OSError, ValueError, KeyError, TypeError):
             pass
     nb = make_notebook(ReportView(paper_id, papers_dir, results_dir), papers_dir, results_dir)
     how, why = "inline", "no Jupyter kernel (ipykernel) is installed"
     if execute == "kernel" or (execute == "auto" and kernel_available()):
         try:
-            run_kernel(nb)
+            run_kernel(nb, km)
             how = "kernel"
+            _renumber(nb)
         except Exception as e:  # a broken kernel must not lose the notebook: fall back and say why
             if execute == "kernel":
                 raise
