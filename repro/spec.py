@@ -246,7 +246,7 @@ def _read_yaml(path: Path) -> _Map:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark else 0
         raise SpecError(f"{path}:{line}: invalid YAML: {e.problem or e.context}") from None
-    except yaml.YAMLError as e:
+    except (yaml.YAMLError, TypeError) as e:  # TypeError: a list or mapping used as a key
         raise SpecError(f"{path}: invalid YAML: {e}") from None
     if not isinstance(data, _Map):
         raise SpecError(f"{path}:1: the top level must be a mapping with id, title, tables, claims")

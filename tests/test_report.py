@@ -250,12 +250,14 @@ def test_rebuild_is_fast_and_deterministic(tmp_path):
     assert first == {p: p.read_bytes() for p in first}
 
 
-def test_notebook_inline_has_outputs(tmp_path):
+def test_notebook_without_kernel_is_executed_inline(tmp_path, monkeypatch):
     papers, results = make_toy(tmp_path)
-    ipynb, page = nbmod.build("toy", papers, results, execute="inline")
+    monkeypatch.setattr(nbmod, "kernel_available", lambda: False)  # as on a machine without ipykernel
+    ipynb, page = nbmod.build("toy", papers, results, execute="auto")
     nb = nbformat.read(ipynb, as_version=4)
     assert nb.metadata["vitrepro"]["executed_with"] == "inline"
-    assert "run_inline" in nb.cells[0].source  # the notebook says how its outputs were computed
+    # the notebook says how its outputs were computed
+    assert "run_inline (no Jupyter kernel (ipykernel) is installed)" in nb.cells[0].source
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     htmls = [o.data["text/html"] for o in outputs if "text/html" in o.get("data", {})]

@@ -236,8 +236,11 @@ def _metric(rec: dict, key: str, col: Column) -> Any:
         return None
     if isinstance(v, (int, float)):
         return float(v) * col.measured_scale if math.isfinite(v) else None
-    if isinstance(v, list):
-        return (np.asarray(v, dtype=float) * col.measured_scale).tolist() if _numeric_list(v) else None
+    if isinstance(v, list) and _numeric_list(v):
+        try:
+            return (np.asarray(v, dtype=float) * col.measured_scale).tolist()
+        except ValueError:  # ragged nested lists
+            return None
     return None
 
 

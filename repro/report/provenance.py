@@ -46,12 +46,16 @@ def _counted(counter: Counter) -> list[str]:
     return [f"{k} ({n} runs)" for k, n in counter.most_common()]
 
 
+def _dict(x) -> dict:
+    return x if isinstance(x, dict) else {}
+
+
 def describe(records: list[dict], scales: list[str]) -> list[dict]:
     """Per scale: number of runs and their statuses, data, hardware, commits, versions, time span."""
     out = []
     for scale in scales:
         recs = [r for r in records if r.get("scale") == scale]
-        provs = [r.get("provenance") or {} for r in recs]
+        provs = [_dict(r.get("provenance")) for r in recs]
         status = Counter(r.get("status") for r in recs)
         versions = Counter(", ".join(f"{k} {p[k]}" for k in ("torch", "timm", "cuda") if p.get(k)) or "unknown"
                            for p in provs)
@@ -62,7 +66,7 @@ def describe(records: list[dict], scales: list[str]) -> list[dict]:
             "scale": scale,
             "runs": len(recs),
             "status": dict(status),
-            "data": _counted(Counter(data_label(r.get("config") or {}) for r in recs)),
+            "data": _counted(Counter(data_label(_dict(r.get("config"))) for r in recs)),
             "hardware": _counted(Counter(hardware_label(p) for p in provs)),
             "commits": _counted(Counter(commit_label(p) for p in provs)),
             "versions": _counted(versions),
@@ -74,4 +78,4 @@ def describe(records: list[dict], scales: list[str]) -> list[dict]:
 
 def commits(records: list[dict]) -> list[str]:
     """Distinct commits the records were produced at, most frequent first."""
-    return [c for c, _ in Counter(commit_label(r.get("provenance") or {}) for r in records).most_common()]
+    return [c for c, _ in Counter(commit_label(_dict(r.get("provenance"))) for r in records).most_common()]
