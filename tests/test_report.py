@@ -94,7 +94,7 @@ def _rec(root, run_id, table, row, columns, metrics, seed=0, status="finished", 
                       config={"data": {"name": "cifar10", "img_size": 32, "synthetic": True}},
                       provenance={"git_sha": "abcdef0123456789", "git_dirty": True, "device": "cpu", "cpu": "x86_64",
                                   "cpu_threads": 2, "torch": "2.5.0", "timm": "1.0.31", "world_size": 1,
-                                  "start_time": "2025-01-02T03:04:05+00:00"}), root=root)
+                                  "start_time": "2025-01-02T03:04:05+00:00", "wall_s": 90.0}), root=root)
 
 
 def make_toy(tmp_path: Path) -> tuple[Path, Path]:
@@ -198,6 +198,7 @@ def test_build_report_writes_every_output(tmp_path):
     for text in (md, page):
         assert "tiny" in text and "cifar10 (32 px, synthetic)" in text and "abcdef012345-dirty" in text
         assert "cpu (x86_64, 2 threads)" in text and "torch 2.5.0" in text
+        assert "0.78 h" in text  # 31 runs x 90 s of wall time
         assert "make reproduce PAPER=toy SCALE=tiny TABLES=size" in text  # the command filling 'not run' cells
     assert "| 10%  | 41.5 / 41.00 ± 1.00 ✓" in md.replace("  ", " ").replace("  ", " ") or "41.5 / 41.00 ± 1.00 ✓" in md
     # paper text is text: no markup from the caption reaches the page

@@ -69,8 +69,10 @@ def render(cmp: Comparison, verdicts: list[Verdict], figures: list[RenderedFigur
     if runs:
         lines += [_table([[r["scale"], r["runs"], ", ".join(f"{k} {v}" for k, v in r["status"].items()),
                            "; ".join(r["data"]), "; ".join(r["hardware"]), "; ".join(r["commits"]),
-                           "; ".join(r["versions"]), r["period"]] for r in runs],
-                         ["scale", "runs", "status", "data", "hardware", "commit", "versions", "started"]), ""]
+                           "; ".join(r["versions"]), r["period"],
+                           "-" if r["compute_hours"] is None else f"{r['compute_hours']} h"] for r in runs],
+                         ["scale", "runs", "status", "data", "hardware", "commit", "versions", "started", "compute"]),
+                  ""]
     else:
         lines += [f"No records yet. Run `make reproduce PAPER={p.id}` to fill the tables.", ""]
     if cmp.problems:
