@@ -1,0 +1,131 @@
+"""Build a paper's report (REPORT.md, report.html, figures, summary.json, notebook) and results/index.html.
+
+Reads only papers/<id>/paper.yaml and results/<id>/<scale>/records/*.json: a report can always be
+rebuilt from committed records, and never trains.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+
+from repro.records import atomic_write_bytes, load_records
+from repro.report import figures, html, markdown, notebook
+from repro.report.claims import Verdict, judge_all, tally
+from repro.report.compare import Comparison, compare
+from repro.report.provenance import commits
+from repro.spec import SpecError, load_paper, paper_ids
+
+
+class UnknownPaper(KeyError):
+    """A paper id with no papers/<id>/paper.yaml."""
+
+    def __init__(self, paper_id: str, known: list[str]):
+        super().__init__(paper_id)
+        self.paper_id, self.known = paper_id, known
+
+    def __str__(self) -> str:
+        return f"unknown paper {self.paper_id!r}; known papers: {', '.join(self.known) or 'none'}"
+
+
+def summarize(cmp: Comparison, verdicts: list[Verdict]) -> dict:
+    """summary.json: cells per table and scale, every claim's verdict, and what the report was built from."""
+    tables = {}
+    for t in cmp.paper.tables:
+        views = [v for v in cmp.views if v.table is t]
+        tables[t.id] = {"reproduced": t.reproduced, "cells": views[0].counts()["cells"] if views else 0,
+                        "by_scale": {v.scale or "none": {k: n for k, n in v.counts().items() if k != "cells"}
+                                     for v in views if t.reproduced}}
+    return {
+        "paper": cmp.paper.id,
+        "title": cmp.paper.title,
+        "scales": cmp.scales,
+        "commits": commits(cmp.records),
+        "records": len(cmp.records),
+        "problems": cmp.problems,
+        "tables": tables,
+        "verdicts": tally(verdicts),
+        "claims": [{"id": v.claim.id, "scale": v.scale, "verdict": v.verdict, "statistic": v.statistic,
+                    "on_paper": v.on_paper or None} for v in verdicts],
+    }
+
+
+def _write(path: Path, text: str) -> Path:
+    atomic_write_bytes(path, text.encode("utf-8"))
+    path.chmod(0o644)  # the temp file behind the atomic write is private; a report is for reading
+    return path
+
+
+def build_report(paper_id: str, papers_dir: Path = Path("papers"), results_dir: Path = Path("results"),
+                 notebook_execute: str | None = "auto", kernel=None) -> list[Path]:
+    """Rebuild one paper's report from its records; returns the paths written.
+
+    Raises UnknownPaper (no paper.yaml) or SpecError (paper.yaml unreadable). Narrower problems
+    (corrupt records, unknown cells) are shown in the report instead. ``notebook_execute`` None skips
+    the notebook; else auto | kernel | inline (see repro.report.notebook); ``kernel`` a running kernel
+    manager to reuse (``notebook.kernel_session``).
+    """
+    papers_dir, results_dir = Path(papers_dir), Path(results_dir)
+    spec = papers_dir / paper_id / "paper.yaml"
+    if not spec.is_file():
+        raise UnknownPaper(paper_id, paper_ids(papers_dir))
+    paper = load_paper(spec)
+    records, bad = load_records(paper_id, root=results_dir)
+    cmp = compare(paper, records, bad)
+    verdicts = judge_all(cmp)
+    out = results_dir / paper_id
+    fig_dir = out / "figures"
+    rendered = figures.render_all(cmp, fig_dir)
+    written = [f.path for f in rendered if f.path]
+    for stale in fig_dir.glob("*.png") if fig_dir.is_dir() else []:
+        if stale not in written:
+            stale.unlink()
+    written += [
+        _write(out / "REPORT.md", markdown.render(cmp, verdicts, rendered, out)),
+        _write(out / "report.html", html.render(cmp, verdicts, rendered)),
+        _write(out / "summary.json", json.dumps(summarize(cmp, verdicts), indent=1) + "\n"),
+    ]
+    if notebook_execute:
+        written += notebook.build(paper_id, papers_dir, results_dir, execute=notebook_execute, km=kernel)
+    return written
+
+
+def build_index(papers_dir: Path = Path("papers"), results_dir: Path = Path("results"),
+                errors: dict[str, str] | None = None) -> Path:
+    """results/index.html: every paper with a paper.yaml, its cells measured and its claim verdicts."""
+    papers_dir, results_dir = Path(papers_dir), Path(results_dir)
+    entries = []
+    for pid in paper_ids(papers_dir):
+        entry = {"id": pid, "title": pid, "error": (errors or {}).get(pid, "")}
+        summary_path = results_dir / pid / "summary.json"
+        if not entry["error"]:
+            try:
+                s = json.loads(summary_path.read_text())
+                measured = sum(v.get("measured", 0) for t in s["tables"].values() for v in t["by_scale"].values())
+                cells = sum(t["cells"] * max(1, len(t["by_scale"])) for t in s["tables"].values() if t["reproduced"])
+                entry.update(title=s["title"], summary=s, measured=measured, cells=cells)
+            except FileNotFoundError:
+                entry["error"] = f"no report built yet: python -m repro.report --paper {pid}"
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                entry["error"] = f"{summary_path}: unreadable summary ({e}); rebuild the report"
+        entries.append(entry)
+    return _write(results_dir / "index.html", html.render_index(entries))
+
+
+def build_all(papers_dir: Path = Path("papers"), results_dir: Path = Path("results"),
+              only: list[str] | None = None, notebook_execute: str | None = "auto") -> tuple[list[Path], dict]:
+    """Build the given papers (all with a paper.yaml by default) and the index; errors per paper."""
+    known = paper_ids(papers_dir)
+    for pid in only or []:
+        if pid not in known:
+            raise UnknownPaper(pid, known)
+    written, errors = [], {}
+    session = notebook.kernel_session() if notebook_execute in ("auto", "kernel") else contextlib.nullcontext()
+    with session as km:
+        for pid in only or known:
+            try:
+                written += build_report(pid, papers_dir, results_dir, notebook_execute, kernel=km)
+            except SpecError as e:
+                errors[pid] = str(e)
+    written.append(build_index(papers_dir, results_dir, errors))
+    return written, errors

@@ -1,0 +1,73 @@
+"""report.html and results/index.html: jinja2 templates with autoescaping, self-contained pages.
+
+Why autoescape: captions and claim texts are paper text ("<script>", "&" included) and must show as
+text. Figures are embedded as base64 PNG so the page can be mailed or opened from anywhere.
+"""
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import jinja2
+
+from repro.report.claims import Verdict, tally
+from repro.report.compare import DETAIL_HEADERS, MEASURED, Cell, Comparison
+from repro.report.figures import RenderedFigure
+from repro.report.provenance import describe
+
+_ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).with_name("templates")),
+                          autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
+                          lstrip_blocks=True, keep_trailing_newline=True)
+
+
+def cell_class(cell: Cell) -> str:
+    """CSS class of a table cell: agrees / off / measured / not-run / invalid / cited."""
+    if cell.status == MEASURED:
+        return {True: "agrees", False: "off"}.get(cell.within_noise, "measured")
+    return {"not run": "not-run", "diverged": "invalid", "invalid": "invalid"}.get(cell.status, "cited")
+
+
+def cell_title(cell: Cell, command: str) -> str:
+    """Hover text: n, delta, tolerance, notes, or the command that fills the cell."""
+    if cell.status == "not run":
+        return f"not run: {command}" if command else "not run"
+    parts = []
+    if cell.status == MEASURED:
+        parts.append(f"n={cell.n}")
+        if cell.delta is not None:
+            parts.append(f"delta {cell.delta_text()}")
+        if cell.measured and cell.measured.from_means:
+            parts.append("from means")
+    return "; ".join(parts + cell.notes)
+
+
+def _png_data(path: Path) -> str:
+    return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
+
+
+_ENV.globals.update(cell_class=cell_class, cell_title=cell_title, detail_headers=DETAIL_HEADERS)
+
+
+def render(cmp: Comparison, verdicts: list[Verdict], figures: list[RenderedFigure]) -> str:
+    """The whole report.html as a string."""
+    return _ENV.get_template("report.html.j2").render(
+        paper=cmp.paper, cmp=cmp, runs=describe(cmp.records, cmp.scales), verdicts=verdicts, tally=tally(verdicts),
+        figures=[{"fig": f, "src": _png_data(f.path) if f.path else ""} for f in figures])
+
+
+def component_style() -> str:
+    """The table and badge styles alone, for report blocks shown outside report.html (the notebook)."""
+    # JupyterLab right-aligns every output table cell; put ours back to the report's alignment.
+    jupyter = (".jp-RenderedHTMLCommon td, .jp-RenderedHTMLCommon th { text-align: left; }\n"
+               ".jp-RenderedHTMLCommon td.num, .jp-RenderedHTMLCommon th.num { text-align: right; }\n")
+    return "<style>" + _ENV.get_template("_components.css.j2").render() + jupyter + "</style>"
+
+
+def fragment(macro: str, *args) -> str:
+    """One block of the report (runs_table, claims_table, table_view, figure_block) as HTML."""
+    return str(getattr(_ENV.get_template("_tables.html.j2").module, macro)(*args))
+
+
+def render_index(entries: list[dict]) -> str:
+    """results/index.html from each paper's summary (or the error that stopped its report)."""
+    return _ENV.get_template("index.html.j2").render(entries=entries)

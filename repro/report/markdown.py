@@ -1,0 +1,104 @@
+"""REPORT.md: the same content as report.html, as GitHub-flavoured Markdown tables (tabulate)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tabulate import tabulate
+
+from repro.report.claims import Verdict, tally
+from repro.report.compare import DETAIL_HEADERS, MEASURED, Cell, Comparison, TableView
+from repro.report.figures import RenderedFigure
+from repro.report.provenance import describe
+
+_ESCAPES = str.maketrans({"|": r"\|", "<": r"\<", ">": r"\>", "&": r"\&", "\n": " "})
+
+
+def esc(text: object) -> str:
+    """Paper text as literal Markdown: table pipes and HTML-looking text cannot break the page."""
+    return str(text).translate(_ESCAPES)
+
+
+def _table(rows: list[list], headers: list[str]) -> str:
+    return tabulate([[esc(c) for c in r] for r in rows], headers=[esc(h) for h in headers],
+                    tablefmt="github", disable_numparse=True)
+
+
+def wide_cell(cell: Cell) -> str:
+    """'paper / ours' in the layout of the paper's table."""
+    if cell.status == MEASURED:
+        mark = "" if cell.within_noise is None else (" ✓" if cell.within_noise else " ✗")
+        return f"{cell.paper_text()} / {cell.measured_text()}{mark}"
+    return f"{cell.paper_text()} / {cell.status}"
+
+
+def view_lines(cmp: Comparison, view: TableView) -> list[str]:
+    t = view.table
+    counts = view.counts()
+    out = []
+    if not t.reproduced:
+        out += [f"*Listed, not reproduced:* {esc(t.reason)}", "",
+                _table([[r.label] + [r.values[c.key].text if c.key in r.values else "-" for c in t.columns]
+                        for r in t.rows], ["", *[c.label for c in t.columns]]), ""]
+        return out
+    scale = f"scale `{view.scale}`" if view.scale else "not run at any scale yet"
+    out += [f"### {t.id} at {scale}: {counts['measured']}/{counts['cells']} cells measured", "",
+            "Each cell: paper / ours (mean ± std over seeds); ✓ the paper lies within our noise, ✗ it does not.", ""]
+    headers = ["", *[c.label + (f" ({c.unit})" if c.unit else "") for c in t.columns]]
+    body = [[r.label + (f" (cited: {r.cited})" if r.cited else "")] +
+            [wide_cell(view.cells[(r.key, c.key)]) for c in t.columns] for r in t.rows]
+    out += [_table(body, headers), ""]
+    details = view.detail_rows()
+    if details:
+        out += [_table(details, DETAIL_HEADERS), ""]
+    if counts["not_run"]:
+        out += [f"Not run: {counts['not_run']} cell(s). Fill them with `{view.command}`.", ""]
+    return out
+
+
+def render(cmp: Comparison, verdicts: list[Verdict], figures: list[RenderedFigure], out_dir: Path) -> str:
+    """The whole REPORT.md as a string (figure paths relative to out_dir)."""
+    p = cmp.paper
+    bib = " · ".join(x for x in [", ".join(p.authors), p.venue, f"arXiv {p.arxiv}" if p.arxiv else "",
+                                  p.code] if x)
+    lines = [f"# {esc(p.title)}", "", esc(bib), "",
+             f"Reproduction report built from records only (`python -m repro.report --paper {p.id}`). "
+             "Numbers are expected to agree with the paper only at scale `full`; claims are judged at every "
+             "scale.", "", "## Runs", ""]
+    runs = describe(cmp.records, cmp.scales)
+    if runs:
+        lines += [_table([[r["scale"], r["runs"], ", ".join(f"{k} {v}" for k, v in r["status"].items()),
+                           "; ".join(r["data"]), "; ".join(r["hardware"]), "; ".join(r["commits"]),
+                           "; ".join(r["versions"]), r["period"],
+                           "-" if r["compute_hours"] is None else f"{r['compute_hours']} h"] for r in runs],
+                         ["scale", "runs", "status", "data", "hardware", "commit", "versions", "started", "compute"]),
+                  ""]
+    else:
+        lines += [f"No records yet. Run `make reproduce PAPER={p.id}` to fill the tables.", ""]
+    if cmp.problems:
+        lines += ["## Problems", "", *[f"- **invalid:** {esc(x)}" for x in cmp.problems], ""]
+    lines += ["## Claims", ""]
+    if verdicts:
+        for scale, counts in tally(verdicts).items():
+            lines += [f"At scale `{scale}`: " + ", ".join(f"{n} {v}" for v, n in counts.items()), ""]
+        lines += [_table([[v.claim.id, v.claim.text, v.scale or "-", v.verdict.upper() if v.verdict == "fails"
+                           else v.verdict, v.statistic, v.on_paper or "-"] for v in verdicts],
+                         ["claim", "text", "scale", "verdict", "statistic", "on the paper's numbers"]), ""]
+    else:
+        lines += ["No claims listed in paper.yaml.", ""]
+    for t in p.tables:
+        lines += [f"## {esc(t.id)}: {esc(t.caption)}", "", f"Source: {esc(t.source)}", ""]
+        if t.note:
+            lines += [f"Note: {esc(t.note)}", ""]
+        for view in (v for v in cmp.views if v.table is t):
+            lines += view_lines(cmp, view)
+    if figures:
+        lines += ["## Figures", ""]
+        for f in figures:
+            head = f"**{esc(f.spec.id)}** ({f.scale or 'no scale'}): {esc(f.spec.caption)}"
+            if f.path is None:
+                lines += [head + f" — {esc(f.note)}", ""]
+            else:
+                rel = os.path.relpath(f.path, out_dir)
+                lines += [head, "", f"![{esc(f.spec.id)}]({rel})", ""]
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,283 @@
+"""An executed notebook per paper (report.ipynb, rendered to notebook.html with nbconvert) for exploring.
+
+The notebook's cells call ``ReportView``, which rebuilds the same comparison as the report from the
+records, so a reader can change a cell and rerun. It is executed with a Jupyter kernel through
+nbconvert's ExecutePreprocessor when ipykernel is installed; otherwise (or if the kernel fails) the
+same cells are executed in-process by ``run_inline`` and their outputs stored the way a kernel would,
+and the notebook says which of the two produced its outputs. Execution is skipped when the inputs
+(paper.yaml, records, this package's code) have not changed since the last build.
+"""
+from __future__ import annotations
+
+import ast
+import base64
+import contextlib
+import hashlib
+import importlib.util
+import io
+import json
+import os
+import traceback
+from pathlib import Path
+
+import markupsafe
+import nbformat
+from nbformat import v4
+
+from repro.records import load_records
+from repro.report import figures, html
+from repro.report.claims import judge_all, tally
+from repro.report.compare import compare
+from repro.report.provenance import describe
+from repro.spec import load_paper
+
+_CODE_DIR = Path(__file__).resolve().parent
+
+
+class _Shown:
+    """Something a notebook cell displays: HTML for people, Markdown/plain as fallbacks."""
+
+    def __init__(self, html_text: str, text: str):
+        self._html, self._text = html_text, text
+
+    def _repr_html_(self) -> str:
+        return self._html
+
+    def __repr__(self) -> str:
+        return self._text
+
+
+class _Png:
+    def __init__(self, data: bytes, text: str):
+        self._data, self._text = data, text
+
+    def _repr_png_(self) -> bytes:
+        return self._data
+
+    def __repr__(self) -> str:
+        return self._text
+
+
+class ReportView:
+    """A paper's comparison and claim verdicts, rebuilt from its records, for use in a notebook."""
+
+    def __init__(self, paper_id: str, papers_dir: str | Path = "papers", results_dir: str | Path = "results"):
+        self.paper = load_paper(Path(papers_dir) / paper_id / "paper.yaml")
+        records, bad = load_records(paper_id, root=Path(results_dir))
+        self.cmp = compare(self.paper, records, bad)
+        self.verdicts = judge_all(self.cmp)
+
+    def _repr_html_(self) -> str:
+        problems = "".join(f"<li>{markupsafe.escape(p)}</li>" for p in self.cmp.problems)
+        runs = describe(self.cmp.records, self.cmp.scales)
+        return (html.component_style() + html.fragment("runs_table", runs, self.paper)
+                + (f"<p><b>Problems</b></p><ul>{problems}</ul>" if problems else ""))
+
+    def __repr__(self) -> str:
+        return f"ReportView({self.paper.id!r}: {len(self.cmp.records)} records, scales {self.cmp.scales})"
+
+    def claims(self) -> _Shown:
+        text = "\n".join(f"{v.claim.id} [{v.scale}]: {v.verdict} ({v.statistic})" for v in self.verdicts)
+        return _Shown(html.fragment("claims_table", self.verdicts, tally(self.verdicts)), text)
+
+    def table(self, table_id: str, scale: str | None = None) -> _Shown:
+        view = self.cmp.view(table_id, scale)
+        if view is None:
+            raise KeyError(f"no view of {table_id!r} at scale {scale!r}; have "
+                           f"{[(v.table.id, v.scale) for v in self.cmp.views]}")
+        counts = view.counts()
+        return _Shown(html.fragment("table_view", view), f"{table_id} at {scale}: {counts}")
+
+    def figure(self, figure_id: str, scale: str | None = None):
+        fig = next(f for f in self.paper.figures if f.id == figure_id)
+        mpl = figures.draw(self.cmp, fig, scale)
+        if mpl is None:
+            return _Shown(f"<p>No records feed {figure_id} at scale {scale}.</p>", f"{figure_id}: no data")
+        return _Png(figures.png_bytes(mpl), f"{figure_id} at {scale}")
+
+    def records(self, table_id: str | None = None) -> _Shown:
+        """The raw records (scalar metrics only), one row per run."""
+        recs = [r for r in self.cmp.records if table_id is None or r["table"] == table_id]
+        keys = sorted({k for r in recs for k, v in r["metrics"].items() if isinstance(v, (int, float))})
+        head = ["run_id", "scale", "table", "row", "seed", "status", *keys]
+        rows = [[r["run_id"], r["scale"], r["table"], r["cell"].get("row"), r.get("seed"), r["status"],
+                 *[r["metrics"].get(k, "") for k in keys]] for r in recs]
+        esc = markupsafe.escape
+        body = "".join("<tr>" + "".join(f"<td>{esc(x)}</td>" for x in row) + "</tr>" for row in rows)
+        table = "<table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in head) + "</tr>" + body + "</table>"
+        return _Shown(table, f"{len(rows)} records")
+
+
+def _rel(path: Path) -> str:
+    """A path as the notebook should spell it: relative to the working directory when inside it."""
+    path = Path(path).resolve()
+    try:
+        return str(path.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def make_notebook(view: ReportView, papers_dir: Path, results_dir: Path) -> nbformat.NotebookNode:
+    """The cells: load, claims, every table view, every figure with data, raw records."""
+    p, esc = view.paper, markupsafe.escape  # paper text is text, also in Markdown cells
+    md, code = v4.new_markdown_cell, v4.new_code_cell
+    cells = [md(f"# {esc(p.title)}\n\nExplore the reproduction: every cell rebuilds the comparison from the records "
+                f"in `{_rel(results_dir)}/{p.id}/`. Edit and rerun freely; the report itself is rebuilt with "
+                f"`python -m repro.report --paper {p.id}`."),
+             code("from repro.report.notebook import ReportView\n\n"
+                  f"report = ReportView({p.id!r}, papers_dir={_rel(papers_dir)!r}, results_dir={_rel(results_dir)!r})\n"
+                  "report"),
+             md("## Claims"), code("report.claims()")]
+    for t in p.tables:
+        cells.append(md(f"## {esc(t.id)}: {esc(t.caption)}\n\nSource: {esc(t.source)}"))
+        cells += [code(f"report.table({t.id!r}, scale={v.scale!r})") for v in view.cmp.views if v.table is t]
+    drawable = [(f, s) for f in p.figures for s in view.cmp.scales if figures.draw(view.cmp, f, s) is not None]
+    if drawable:
+        cells.append(md("## Figures"))
+        cells += [code(f"report.figure({f.id!r}, scale={s!r})") for f, s in drawable]
+    cells += [md("## Raw records\n\nScalar metrics of every run; `report.cmp.records` holds the full records "
+                 "(per-layer arrays, configs, provenance)."), code("report.records()")]
+    nb = v4.new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    return nb
+
+
+def _outputs(value, stdout: str) -> list:
+    out = [v4.new_output("stream", name="stdout", text=stdout)] if stdout else []
+    if value is None:
+        return out
+    data = {"text/plain": repr(value)}
+    for meth, mime in (("_repr_html_", "text/html"), ("_repr_markdown_", "text/markdown")):
+        if hasattr(value, meth):
+            data[mime] = getattr(value, meth)()
+    if hasattr(value, "_repr_png_"):
+        data["image/png"] = base64.b64encode(value._repr_png_()).decode("ascii")
+    return out + [v4.new_output("execute_result", data=data)]
+
+
+def run_inline(nb: nbformat.NotebookNode) -> None:
+    """Execute the code cells in this process, storing outputs as a kernel would (last expression shown)."""
+    namespace: dict = {"__name__": "__main__"}
+    for n, cell in enumerate((c for c in nb.cells if c.cell_type == "code"), start=1):
+        tree = ast.parse(cell.source)
+        last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+        buf, value = io.StringIO(), None
+        try:
+            with contextlib.redirect_stdout(buf):
+                exec(compile(tree, f"<cell {n}>", "exec"), namespace)  # noqa: S102 - our own cells
+                if last is not None:
+                    value = eval(compile(ast.Expression(last.value), f"<cell {n}>", "eval"), namespace)  # noqa: S307
+            cell.outputs = _outputs(value, buf.getvalue())
+        except Exception as e:  # shown in the notebook like a kernel error; the other cells still run
+            cell.outputs = [v4.new_output("error", ename=type(e).__name__, evalue=str(e),
+                                          traceback=traceback.format_exc().splitlines())]
+        cell.execution_count = n
+        for o in cell.outputs:
+            if o.output_type == "execute_result":
+                o.execution_count = n
+
+
+def _renumber(nb: nbformat.NotebookNode) -> None:
+    """Execution counts 1, 2, ... per notebook, also when the kernel was shared with other notebooks."""
+    for n, cell in enumerate((c for c in nb.cells if c.cell_type == "code"), start=1):
+        cell.execution_count = n
+        for o in cell.outputs:
+            if o.output_type == "execute_result":
+                o.execution_count = n
+
+
+def run_kernel(nb: nbformat.NotebookNode, km=None, timeout: int = 300) -> None:
+    """Execute with a Jupyter kernel (nbconvert ExecutePreprocessor) in the current directory.
+
+    ``km``: a kernel manager from ``kernel_session`` to reuse; None starts and stops a kernel just for nb.
+    """
+    from nbconvert.preprocessors import ExecutePreprocessor
+
+    ExecutePreprocessor(timeout=timeout, kernel_name="python3").preprocess(
+        nb, {"metadata": {"path": os.getcwd()}}, km=km)
+
+
+@contextlib.contextmanager
+def kernel_session():
+    """One kernel for every notebook built inside the block: its start-up and imports are paid once."""
+    if not kernel_available():
+        yield None
+        return
+    from jupyter_client.manager import AsyncKernelManager
+    from jupyter_core.utils import run_sync
+
+    km = AsyncKernelManager(kernel_name="python3")
+    try:
+        yield km
+    finally:
+        if km.has_kernel:
+            run_sync(km.shutdown_kernel)(now=True)
+
+
+def kernel_available() -> bool:
+    """ipykernel installed and a python3 kernel spec found."""
+    try:
+        if importlib.util.find_spec("ipykernel") is None:  # find, not import: importing it costs a second
+            return False
+        from jupyter_client.kernelspec import KernelSpecManager
+        KernelSpecManager().get_kernel_spec("python3")
+        return True
+    except Exception:  # any import or lookup failure means: no usable kernel
+        return False
+
+
+def inputs_digest(paper_yaml: Path, results_dir: Path, paper_id: str) -> str:
+    """Hash of everything the notebook's outputs depend on: paper.yaml, record files, report code."""
+    h = hashlib.sha256()
+    files = [paper_yaml, *sorted((Path(results_dir) / paper_id).glob("*/records/*.json")),
+             *sorted(_CODE_DIR.rglob("*.py")), *sorted(_CODE_DIR.rglob("*.j2")),
+             _CODE_DIR.parent / "spec.py", _CODE_DIR.parent / "records.py"]
+    for f in files:
+        h.update(str(f.name).encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def build(paper_id: str, papers_dir: Path, results_dir: Path, execute: str = "auto", km=None) -> list[Path]:
+    """Write results/<id>/report.ipynb (executed) and notebook.html; execute = auto | kernel | inline.
+
+    ``km``: a running kernel to reuse (see ``kernel_session``).
+    """
+    out = Path(results_dir) / paper_id
+    ipynb, page = out / "report.ipynb", out / "notebook.html"
+    digest = inputs_digest(Path(papers_dir) / paper_id / "paper.yaml", results_dir, paper_id)
+    if ipynb.exists() and page.exists() and execute == "auto":
+        try:  # plain JSON: reading it through nbformat would validate the whole notebook
+            if json.loads(ipynb.read_text())["metadata"]["vitrepro"]["inputs"] == digest:
+                return [ipynb, page]
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    nb = make_notebook(ReportView(paper_id, papers_dir, results_dir), papers_dir, results_dir)
+    how, why = "inline", "no Jupyter kernel (ipykernel) is installed"
+    if execute == "kernel" or (execute == "auto" and kernel_available()):
+        try:
+            run_kernel(nb, km)
+            how = "kernel"
+            _renumber(nb)
+        except Exception as e:  # a broken kernel must not lose the notebook: fall back and say why
+            if execute == "kernel":
+                raise
+            why = f"the Jupyter kernel failed: {type(e).__name__}: {e}"
+    elif execute == "inline":
+        why = "in-process execution was requested"
+    if how == "inline":
+        run_inline(nb)
+        note = (f"Outputs computed in-process by repro.report.notebook.run_inline ({why}); rerun the cells "
+                "in Jupyter to recompute them.")
+    else:
+        note = "Outputs computed by a Jupyter kernel (nbconvert ExecutePreprocessor)."
+    nb.cells[0].source += f"\n\n*{note}*"
+    nb.metadata["vitrepro"] = {"inputs": digest, "executed_with": how}
+    out.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, ipynb)
+    from nbconvert import HTMLExporter
+
+    body, _ = HTMLExporter().from_notebook_node(nb)
+    page.write_text(body, encoding="utf-8")
+    return [ipynb, page]

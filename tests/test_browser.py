@@ -1,0 +1,130 @@
+"""report.html in a real browser: headless Chromium loads it from file://, we read back the DOM and a screenshot.
+
+Skips when Chromium is missing, except under CI=true (.ci/run installs it), where that is a failure.
+"""
+import os
+import shutil
+import struct
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from repro.records import write_record
+from repro.report import build_index, build_report
+
+PAPER = """\
+id: demo
+title: "Demo & <i>friends</i>"
+tables:
+  - id: tab
+    caption: "Accuracy <script>document.title='pwned'</script> & friends"
+    source: Table 1
+    columns:
+      - {key: base, label: Base}
+      - {key: ours, label: Ours}
+      - {key: gap, label: Gap, unit: "%", derived: {op: rel_gap, a: ours, b: base}}
+    rows:
+      - {key: a, label: A, x: 1, values: {base: "50.0", ours: "55.0", gap: "10%"}}
+      - {key: b, label: B, x: 2, values: {base: "60.0", ours: "62.0"}}
+figures:
+  - {id: acc, caption: "ours vs base", kind: vs_rows, table: tab,
+     series: [{label: Base, column: base}, {label: Ours, column: ours}]}
+claims:
+  - {id: ahead, text: "Ours > Base <always>", table: tab, check: greater, columns: [ours, base]}
+"""
+
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--enable-logging=stderr", "--v=0"]
+
+
+def _chromium() -> str:
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("chromium is not installed but CI=true: .ci/run must install it (apt-get install chromium)")
+        pytest.skip("chromium not installed (apt-get install chromium)")
+    return exe
+
+
+def _run(exe: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([exe, *FLAGS, f"--user-data-dir={profile}", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+class _Tables(HTMLParser):
+    """Collects the tables (their attributes and cell texts) and any script element of a DOM dump."""
+
+    def __init__(self):
+        super().__init__()
+        self.tables, self.scripts, self.title, self.ours, self._in = [], 0, "", [], None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table":
+            self.tables.append({"attrs": dict(attrs), "cells": []})
+        elif tag in ("td", "th") and self.tables:
+            self.tables[-1]["cells"].append("")
+        elif tag == "script":
+            self.scripts += 1
+        elif tag == "span" and dict(attrs).get("class") == "ours":
+            self.ours.append("")
+            tag = "ours"
+        self._in = tag
+
+    def handle_endtag(self, tag):
+        self._in = None
+
+    def handle_data(self, data):
+        if self._in == "title":
+            self.title += data
+        if self._in == "ours":
+            self.ours[-1] += data
+        if self.tables and self.tables[-1]["cells"]:
+            self.tables[-1]["cells"][-1] += data
+
+
+@pytest.mark.slow
+def test_report_opens_in_chromium(tmp_path):
+    exe = _chromium()
+    papers, results = tmp_path / "papers", tmp_path / "results"
+    (papers / "demo").mkdir(parents=True)
+    (papers / "demo" / "paper.yaml").write_text(PAPER)
+    for seed in range(3):
+        for row, base, ours in (("a", 50.0, 56.0), ("b", 60.0, 61.0)):
+            for col, v in (("base", base + seed), ("ours", ours + seed)):
+                write_record(dict(run_id=f"{col}-{row}-{seed}", paper="demo", table="tab",
+                                  cell={"row": row, "columns": {col: "top1"}}, scale="tiny", seed=seed,
+                                  status="finished", metrics={"top1": v}, config={"data": "cifar10"},
+                                  provenance={"git_sha": "feedface", "device": "cpu"}), root=results)
+    build_report("demo", papers, results, notebook_execute=None)
+    build_index(papers, results)
+    page = (results / "demo" / "report.html").resolve()
+
+    dom = _run(exe, tmp_path / "profile1", "--dump-dom", page.as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert not [ln for ln in dom.stderr.splitlines() if "CONSOLE" in ln or "Uncaught" in ln], dom.stderr[-2000:]
+    parsed = _Tables()
+    parsed.feed(dom.stdout)
+    assert parsed.scripts == 0  # the caption's <script> stayed text
+    assert parsed.title == "Demo & <i>friends</i> — reproduction report"
+    compare = [t for t in parsed.tables if t["attrs"].get("class") == "compare-table"]
+    assert [t["attrs"]["data-table"] for t in compare] == ["tab"]
+    assert parsed.ours[:3] == ["51.00 ± 1.00", "57.00 ± 1.00", "11.8 ± 0.2"]  # row A: base, ours, gap
+    claims = next(t for t in parsed.tables if t["attrs"].get("id") == "claims-table")
+    assert any("Ours > Base <always>" in c for c in claims["cells"])
+    assert '<span class="verdict v-holds">holds</span>' in dom.stdout
+    assert "Accuracy <script>document.title='pwned'</script> & friends" in dom.stdout.replace("&lt;", "<").replace(
+        "&gt;", ">").replace("&amp;", "&")
+
+    shot = tmp_path / "report.png"
+    res = _run(exe, tmp_path / "profile2", "--hide-scrollbars", "--window-size=1200,1600", f"--screenshot={shot}",
+               page.as_uri())
+    assert res.returncode == 0 and shot.is_file(), res.stderr[-2000:]
+    data = shot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert struct.unpack(">II", data[16:24]) == (1200, 1600)
+    assert len(data) > 20_000  # a rendered page, not a blank one
+    index = _run(exe, tmp_path / "profile3", "--dump-dom", (results / "index.html").resolve().as_uri())
+    assert 'href="demo/report.html"' in index.stdout and "ahead" in index.stdout

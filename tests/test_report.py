@@ -1,0 +1,342 @@
+"""Reports from synthetic records: cell values, deltas, noise, precision, verdicts, rendering, robustness."""
+import json
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from repro.records import load_records, write_record
+from repro.report import build_all, build_index, build_report
+from repro.report import notebook as nbmod
+from repro.report.__main__ import main
+from repro.report.claims import judge_all
+from repro.report.compare import compare
+from repro.spec import Ref, load_paper
+
+REPO = Path(__file__).resolve().parents[1]
+
+TOY = """\
+id: toy
+title: "Toy paper <b>bold</b> & co"
+authors: [A. Author]
+tables:
+  - id: t
+    caption: "Sample efficiency <script>alert(1)</script> & more"
+    source: "Table 1, toy.txt"
+    columns:
+      - {key: base, label: Base, unit: "%"}
+      - {key: ours, label: Ours, unit: "%", measured_scale: 100}  # records hold a fraction
+      - {key: gap, label: Gap, unit: "%", derived: {op: rel_gap, a: ours, b: base}}
+    rows:
+      - {key: f1, label: "10%", x: 0.1, values: {base: "41.5", ours: "60.0", gap: "20%"}}
+      - {key: f2, label: "50%", x: 0.5, values: {base: "46.0", ours: "53.0"}}
+      - {key: f3, label: "100%", x: 1.0, values: {base: "51.0", ours: "55.0"}}
+      - {key: f4, label: "noisy", x: 2.0, values: {base: "60.0", ours: "60.0"}}
+      - {key: other, label: "Other et al.", cited: "Other 2020, Table 3", values: {base: "99.9"}}
+  - id: size
+    caption: Model size
+    source: Table 2
+    columns:
+      - {key: params, label: Params}
+      - {key: params_fine, label: Params (fine)}
+      - {key: heads, label: Heads, compare: exact}
+      - {key: speed, label: Speed, unit: img/s, compare: show}
+      - {key: top1, label: Top-1}
+    rows:
+      - {key: m1, label: M1, values: {params: "27M", params_fine: "27.78M", heads: "4", speed: "100", top1: "70.0"}}
+      - {key: m2, label: M2, values: {params: "27M", heads: "4", top1: "71.0"}}
+      - {key: m3, label: M3, values: {params: "5M", top1: "60.0"}}
+  - id: layers
+    caption: Per-layer norms at init
+    source: Lemma 1
+    columns:
+      - {key: norm, label: "E|Y|^2"}
+      - {key: bound, label: Bound}
+    rows:
+      - {key: init, label: init}
+  - id: gone
+    caption: Listed only
+    source: Table 9
+    reproduced: false
+    reason: needs a teacher
+    columns: [{key: acc, label: Acc}]
+    rows: [{key: r, label: R, values: {acc: "1.0"}}]
+figures:
+  - {id: curve, caption: "norm per layer", kind: per_layer, table: layers,
+     series: [{label: init, row: init, column: norm, metric: norm}]}
+  - {id: frac, caption: "accuracy vs fraction & size", kind: vs_rows, table: t, x_scale: log,
+     series: [{label: Base, column: base}, {label: Ours, column: ours}]}
+claims:
+  - {id: ahead, text: ours beats base, table: t, check: greater, columns: [ours, base], rows: [f1, f2, f3]}
+  - {id: gap_shrinks, text: the gap shrinks, table: t, check: monotone, column: gap, rows: [f1, f2, f3],
+     direction: decreasing}
+  - {id: gap_grows, text: the gap grows, table: t, check: monotone, column: gap, rows: [f1, f2, f3],
+     direction: increasing}
+  - {id: noisy, text: "ours ahead in the noisy row", table: t, check: greater, pairs: [[f4.ours, f4.base]]}
+  - {id: m1_first, text: M1 is more accurate than M2, table: size, check: greater, pairs: [[m1.top1, m2.top1]]}
+  - {id: bounded, text: the norm stays under the bound, table: layers, check: bound, cell: init.norm, bound: init.bound}
+  - {id: tight, text: the norm stays under 2.5, table: layers, check: bound, cell: init.norm, bound: 2.5}
+  - {id: same, text: base and ours agree in the noisy row, table: t, check: within_noise, pairs: [[f4.ours, f4.base]]}
+  - {id: ghost, text: names a missing cell, table: t, check: greater, pairs: [[f9.ours, f1.base]]}
+  - {id: unmeasured, text: M3 beats M2, table: size, check: greater, pairs: [[m3.top1, m2.top1]]}
+  - {id: listed, text: about a listed table, table: gone, check: greater, pairs: [[r.acc, 0.5]]}
+  - {id: above_chance, text: base beats 30 at 10%, table: t, check: greater, pairs: [[f1.base, 30]]}
+"""
+
+T_VALUES = {"f1": ([40, 41, 42], [50, 51, 52]), "f2": ([45, 46, 47], [52, 53, 54]),
+            "f3": ([50, 51, 52], [54, 55, 56]), "f4": ([60, 62, 58], [61, 59, 60.5])}
+
+
+def _rec(root, run_id, table, row, columns, metrics, seed=0, status="finished", scale="tiny"):
+    write_record(dict(run_id=run_id, paper="toy", table=table, cell={"row": row, "columns": columns}, scale=scale,
+                      seed=seed, status=status, metrics=metrics,
+                      config={"data": {"name": "cifar10", "img_size": 32, "synthetic": True}},
+                      provenance={"git_sha": "abcdef0123456789", "git_dirty": True, "device": "cpu", "cpu": "x86_64",
+                                  "cpu_threads": 2, "torch": "2.5.0", "timm": "1.0.31", "world_size": 1,
+                                  "start_time": "2025-01-02T03:04:05+00:00", "wall_s": 90.0}), root=root)
+
+
+def make_toy(tmp_path: Path) -> tuple[Path, Path]:
+    papers, results = tmp_path / "papers", tmp_path / "results"
+    (papers / "toy").mkdir(parents=True)
+    (papers / "toy" / "paper.yaml").write_text(TOY)
+    for row, (base, ours) in T_VALUES.items():
+        for seed, (b, o) in enumerate(zip(base, ours)):
+            _rec(results, f"base-{row}-{seed}", "t", row, {"base": "top1"}, {"top1": b}, seed)
+            _rec(results, f"ours-{row}-{seed}", "t", row, {"ours": "acc"}, {"acc": o / 100}, seed)
+    _rec(results, "m1", "size", "m1", {"params": "n", "params_fine": "n", "heads": "h", "speed": "ips", "top1": "top1"},
+         {"n": 27.4e6, "h": 4, "ips": 250.0, "top1": 70.2})
+    _rec(results, "m2", "size", "m2", {"params": "n", "heads": "h", "top1": "top1"},
+         {"n": 27.6e6, "h": 5, "top1": 72.0})
+    _rec(results, "m3", "size", "m3", {"top1": "top1"}, {"top1": None}, status="diverged")
+    for seed in range(3):
+        _rec(results, f"init-{seed}", "layers", "init", {"norm": "norm", "bound": "bound"},
+             {"norm": [1.0, 2.0 + seed / 10, 3.0], "bound": [2.0, 3.0, 4.0]}, seed)
+    records = results / "toy" / "tiny" / "records"
+    (records / "zz-corrupt.json").write_text('{"run_id": "zz", "metrics": {"top1": 1')
+    _rec(results, "stray", "t", "f7", {"base": "top1"}, {"top1": 1.0})
+    return papers, results
+
+
+def _toy_comparison(tmp_path):
+    papers, results = make_toy(tmp_path)
+    paper = load_paper(papers / "toy" / "paper.yaml")
+    assert ["'f9.ours' does not exist" in p.message for p in paper.problems] == [True]  # the ghost claim only
+    recs, bad = load_records("toy", root=results)
+    cmp = compare(paper, recs, bad)
+    return cmp, {(v.claim.id, v.scale): v for v in judge_all(cmp)}
+
+
+def test_cell_mean_std_n_delta_and_noise(tmp_path):
+    cmp, _ = _toy_comparison(tmp_path)
+    cell = cmp.cell(Ref("t", "f1", "base"), "tiny")
+    assert (cell.mean, cell.std, cell.n) == (41.0, 1.0, 3)
+    assert cell.delta == pytest.approx(-0.5)
+    assert cell.tolerance == pytest.approx(0.05 + 2.0) and cell.within_noise is True
+    ours = cmp.cell(Ref("t", "f1", "ours"), "tiny")
+    assert ours.mean == pytest.approx(51.0) and ours.delta == pytest.approx(-9.0) and ours.within_noise is False
+    assert ours.measured_text() == "51.00 ± 1.00" and ours.delta_text() == "-9.00"
+
+
+def test_derived_gap_is_computed_per_seed(tmp_path):
+    cmp, _ = _toy_comparison(tmp_path)
+    gap = cmp.cell(Ref("t", "f1", "gap"), "tiny")
+    per_seed = [(o / b - 1) * 100 for b, o in zip(*T_VALUES["f1"])]
+    assert gap.measured.values == pytest.approx(per_seed) and gap.n == 3
+    assert gap.paper.text == "20%" and gap.delta == pytest.approx(sum(per_seed) / 3 - 20)
+    unprinted = cmp.cell(Ref("t", "f2", "gap"), "tiny")
+    assert unprinted.paper_text() == f"({(53 / 46 - 1) * 100:.3g})"  # computed from the printed operands
+
+
+def test_values_are_compared_at_printed_precision(tmp_path):
+    cmp, _ = _toy_comparison(tmp_path)
+    c = lambda row, col: cmp.cell(Ref("size", row, col), "tiny")  # noqa: E731
+    assert c("m1", "params").within_noise is True            # 27.4M prints as 27M
+    assert c("m1", "params").measured_text() == "27.4M"
+    assert c("m2", "params").within_noise is False           # 27.6M prints as 28M
+    assert c("m1", "params_fine").within_noise is False      # 27.4M is not 27.78M
+    assert c("m1", "params_fine").delta_text() == "-0.380M"
+    assert c("m1", "heads").within_noise is True and c("m1", "heads").measured_text() == "4"
+    assert c("m2", "heads").within_noise is False             # exact: 5 heads is not 4
+    assert c("m1", "speed").within_noise is None and c("m1", "speed").measured_text() == "250.0"  # shown only
+    assert c("m1", "top1").within_noise is False              # n=1: only the rounding, 70.2 vs 70.0
+    assert c("m3", "top1").status == "diverged" and c("m3", "params").status == "not run"
+
+
+def test_claim_verdicts_and_statistics(tmp_path):
+    _, v = _toy_comparison(tmp_path)
+    assert v[("ahead", "tiny")].verdict == "holds"
+    assert "Welch" in v[("ahead", "tiny")].statistic and "3/3 comparisons hold" in v[("ahead", "tiny")].statistic
+    assert v[("gap_shrinks", "tiny")].verdict == "holds"
+    assert v[("gap_grows", "tiny")].verdict == "fails" and "Welch" in v[("gap_grows", "tiny")].statistic
+    noisy = v[("noisy", "tiny")]
+    assert noisy.verdict == "inconclusive" and "p=" in noisy.checks[0].statistic
+    m1 = v[("m1_first", "tiny")]
+    assert m1.verdict == "fails" and "direction of the means only" in m1.statistic
+    assert m1.checks[0].statistic == "70.2 vs 72, direction only (n=1 vs 1 < 3 seeds)"
+    assert v[("bounded", "tiny")].verdict == "holds"
+    assert v[("tight", "tiny")].verdict == "fails" and "0.5" in v[("tight", "tiny")].checks[0].statistic
+    assert v[("same", "tiny")].verdict == "holds"
+    assert v[("ghost", "tiny")].verdict == "invalid" and "f9" in v[("ghost", "tiny")].statistic
+    un = v[("unmeasured", "tiny")]
+    assert un.verdict == "not run" and "make reproduce PAPER=toy SCALE=tiny TABLES=size" in un.statistic
+    assert v[("listed", "tiny")].verdict == "not reproduced"
+    chance = v[("above_chance", "tiny")]
+    assert chance.verdict == "holds" and "one-sample t" in chance.checks[0].statistic
+    assert v[("ahead", "tiny")].on_paper == "holds" and v[("m1_first", "tiny")].on_paper == "fails"
+
+
+def test_build_report_writes_every_output(tmp_path):
+    papers, results = make_toy(tmp_path)
+    paths = build_report("toy", papers_dir=papers, results_dir=results, notebook_execute=None)
+    out = results / "toy"
+    assert {p.name for p in paths} == {"REPORT.md", "report.html", "summary.json", "curve-tiny.png", "frac-tiny.png"}
+    assert all(p.is_file() for p in paths)
+    md, page = (out / "REPORT.md").read_text(), (out / "report.html").read_text()
+    # scale, data, hardware, commit open the report
+    for text in (md, page):
+        assert "tiny" in text and "cifar10 (32 px, synthetic)" in text and "abcdef012345-dirty" in text
+        assert "cpu (x86_64, 2 threads)" in text and "torch 2.5.0" in text
+        assert "0.78 h" in text  # 31 runs x 90 s of wall time
+        assert "make reproduce PAPER=toy SCALE=tiny TABLES=size" in text  # the command filling 'not run' cells
+    assert "| 10%  | 41.5 / 41.00 ± 1.00 ✓" in md.replace("  ", " ").replace("  ", " ") or "41.5 / 41.00 ± 1.00 ✓" in md
+    # paper text is text: no markup from the caption reaches the page
+    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt; &amp; more" in page
+    assert "<b>bold</b>" not in page and "&lt;b&gt;bold&lt;/b&gt; &amp; co" in page
+    assert r"\<script\>alert(1)\</script\> \& more" in md
+    assert page.count("data:image/png;base64,") == 2
+    s = json.loads((out / "summary.json").read_text())
+    assert s["scales"] == ["tiny"] and s["commits"] == ["abcdef012345-dirty"]
+    assert s["tables"]["t"] == {"reproduced": True, "cells": 8, "by_scale": {"tiny": {"measured": 8, "not_run": 0,
+                                                                                      "invalid": 0}}}
+    assert s["tables"]["size"]["by_scale"]["tiny"] == {"measured": 8, "not_run": 6, "invalid": 1}
+    claims = {c["id"]: c for c in s["claims"]}
+    assert claims["noisy"]["verdict"] == "inconclusive" and claims["m1_first"]["verdict"] == "fails"
+    assert claims["ahead"]["scale"] == "tiny" and "Welch" in claims["ahead"]["statistic"]
+    assert s["verdicts"]["tiny"]["holds"] == 5
+
+
+def test_corrupt_and_stray_records_are_visible_and_lose_nothing(tmp_path):
+    papers, results = make_toy(tmp_path)
+    build_report("toy", papers_dir=papers, results_dir=results, notebook_execute=None)
+    page = (results / "toy" / "report.html").read_text()
+    s = json.loads((results / "toy" / "summary.json").read_text())
+    assert any("zz-corrupt.json" in p and "unreadable record" in p for p in s["problems"])
+    assert any("'stray'" in p and "'f7'" in p for p in s["problems"])
+    assert page.count('class="verdict v-invalid">invalid</span>') >= 3  # 2 problems + the ghost claim
+    assert 'data-table="t"' in page and 'data-table="size"' in page and 'data-table="layers"' in page
+    assert "diverged" in page and "run m3 (seed 0) diverged; excluded" in page
+
+
+def test_scales_are_reported_separately(tmp_path):
+    papers, results = make_toy(tmp_path)
+    for seed in range(3):
+        _rec(results, f"small-base-{seed}", "t", "f1", {"base": "top1"}, {"top1": 30.0 + seed}, seed, scale="small")
+    build_report("toy", papers_dir=papers, results_dir=results, notebook_execute=None)
+    s = json.loads((results / "toy" / "summary.json").read_text())
+    assert s["scales"] == ["tiny", "small"]
+    assert s["tables"]["t"]["by_scale"]["small"] == {"measured": 1, "not_run": 7, "invalid": 0}
+    ahead = {c["scale"]: c["verdict"] for c in s["claims"] if c["id"] == "ahead"}
+    assert ahead == {"tiny": "holds", "small": "not run"}
+
+
+def test_rebuild_is_fast_and_deterministic(tmp_path):
+    papers, results = make_toy(tmp_path)
+    build_report("toy", papers_dir=papers, results_dir=results, notebook_execute=None)
+    first = {p: p.read_bytes() for p in (results / "toy").rglob("*") if p.is_file() and "records" not in p.parts}
+    start = time.perf_counter()
+    build_report("toy", papers_dir=papers, results_dir=results, notebook_execute=None)
+    assert time.perf_counter() - start < 10
+    assert first == {p: p.read_bytes() for p in first}
+
+
+def test_notebook_without_kernel_is_executed_inline(tmp_path, monkeypatch):
+    papers, results = make_toy(tmp_path)
+    monkeypatch.setattr(nbmod, "kernel_available", lambda: False)  # as on a machine without ipykernel
+    ipynb, page = nbmod.build("toy", papers, results, execute="auto")
+    nb = nbformat.read(ipynb, as_version=4)
+    assert nb.metadata["vitrepro"]["executed_with"] == "inline"
+    # the notebook says how its outputs were computed
+    assert "run_inline (no Jupyter kernel (ipykernel) is installed)" in nb.cells[0].source
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    htmls = [o.data["text/html"] for o in outputs if "text/html" in o.get("data", {})]
+    assert any('data-table="t"' in h and "41.00 ± 1.00" in h for h in htmls)
+    assert sum("image/png" in o.get("data", {}) for o in outputs) == 2
+    text = page.read_text()
+    assert "41.00 ± 1.00" in text and "<script>alert(1)</script>" not in text
+    # unchanged inputs: the executed notebook is reused, not recomputed
+    before = ipynb.stat().st_mtime_ns
+    nbmod.build("toy", papers, results, execute="auto")
+    assert ipynb.stat().st_mtime_ns == before
+
+
+@pytest.mark.slow
+def test_notebook_executes_in_a_kernel(tmp_path, monkeypatch):
+    if not nbmod.kernel_available():
+        pytest.skip("ipykernel is not installed: the notebook is executed in-process instead")
+    papers, results = make_toy(tmp_path)
+    (papers / "toy2").mkdir()
+    (papers / "toy2" / "paper.yaml").write_text(TOY.replace("id: toy", "id: toy2"))
+    monkeypatch.chdir(REPO)  # the kernel imports repro from the working directory
+    build_all(papers, results, notebook_execute="kernel")  # one kernel shared by both notebooks
+    for pid in ("toy", "toy2"):
+        nb = nbformat.read(results / pid / "report.ipynb", as_version=4)
+        assert nb.metadata["vitrepro"]["executed_with"] == "kernel"
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        assert [c.execution_count for c in code] == list(range(1, len(code) + 1))
+        outputs = [o for c in code for o in c.outputs]
+        assert not [o for o in outputs if o.output_type == "error"]
+        if pid == "toy":
+            assert any("41.00 ± 1.00" in o.get("data", {}).get("text/html", "") for o in outputs)
+
+
+def test_index_lists_papers_with_verdicts_and_broken_papers(tmp_path):
+    papers, results = make_toy(tmp_path)
+    (papers / "broken").mkdir()
+    (papers / "broken" / "paper.yaml").write_text("id: broken\ntitle: [unclosed\n")
+    assert main(["--papers-dir", str(papers), "--results-dir", str(results), "--notebook", "none"]) == 1
+    index = (results / "index.html").read_text()
+    assert 'href="toy/report.html"' in index and "inconclusive" in index and "m1_first" in index
+    assert "broken" in index and "paper.yaml:3" in index  # the YAML error with its line, the other paper intact
+    assert (results / "toy" / "report.html").is_file()
+    build_index(papers, results)  # without errors passed in, a paper with no summary says how to build it
+    assert "no report built yet" in (results / "index.html").read_text()
+
+
+def test_cli_unknown_paper_exits_2_listing_known(tmp_path, capsys):
+    papers, results = make_toy(tmp_path)
+    assert main(["--paper", "nope", "--papers-dir", str(papers), "--results-dir", str(results)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "error: unknown paper 'nope'; known papers: toy"
+
+
+def test_convit_claims_hold_on_the_printed_numbers():
+    """A transcription check: every claim in papers/convit/paper.yaml holds on the paper's own numbers."""
+    paper = load_paper(REPO / "papers" / "convit" / "paper.yaml")
+    verdicts = judge_all(compare(paper, []))
+    assert {v.claim.id: v.on_paper for v in verdicts} == {c.id: "holds" for c in paper.claims}
+    assert all(v.verdict == "not run" for v in verdicts)
+
+
+def test_convit_report_from_synthetic_records(tmp_path):
+    results = tmp_path / "results"
+    for i, row in enumerate(["f5", "f10", "f30", "f50", "f100"]):
+        for seed in range(3):
+            for model, gain in (("deit", 0.0), ("convit", 8.0 - i)):
+                acc = 30 + 5 * i + gain + seed * 0.3
+                write_record(dict(run_id=f"{model}-{row}-{seed}", paper="convit", table="table2",
+                                  cell={"row": row, "columns": {f"{model}_top1": "top1", f"{model}_top5": "top5"}},
+                                  scale="tiny", seed=seed, status="finished",
+                                  metrics={"top1": acc, "top5": acc + 20, "nonlocality": [3.0, 2.0, 1.0 + seed / 10]},
+                                  config={}, provenance={"git_sha": "x", "device": "cpu"}), root=results)
+    build_report("convit", papers_dir=REPO / "papers", results_dir=results, notebook_execute=None)
+    s = json.loads((results / "convit" / "summary.json").read_text())
+    verdicts = {c["id"]: c["verdict"] for c in s["claims"]}
+    assert verdicts["t2_convit_ahead_top1"] == "holds" and verdicts["t2_gap_shrinks_top1"] == "holds"
+    assert verdicts["t1_convit_beats_deit"] == "not run"
+    assert s["tables"]["table2"]["by_scale"]["tiny"] == {"measured": 20, "not_run": 0, "invalid": 0}
+    assert (results / "convit" / "figures" / "nonlocality-tiny.png").is_file()
+    assert (results / "convit" / "figures" / "accuracy_vs_fraction-tiny.png").is_file()
+    assert not (results / "convit" / "figures" / "gating-tiny.png").exists()  # no gating metric recorded
