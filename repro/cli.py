@@ -83,8 +83,11 @@ def build_specs(c: dict, overrides: dict | None = None) -> list[RunSpec]:
     return specs[shard::shards]
 
 
-def validate(spec: RunSpec) -> None:
-    """Everything checkable before a run starts, so bad input fails before anything is written."""
+def validate(spec: RunSpec, seen_data: set | None = None) -> None:
+    """Everything checkable before a run starts, so bad input fails before anything is written.
+
+    ``seen_data`` remembers the datasets already found, so ImageNet is listed once, not per run.
+    """
     from .train.hooks import probe_list
     from .train.model import check_model
     from .runs import import_object
@@ -99,7 +102,12 @@ def validate(spec: RunSpec) -> None:
     for entry in spec.config.get("losses") or []:
         import_object(entry if isinstance(entry, str) else entry.get("fn", ""))
     from .data import open_split
-    open_split(spec.config["data"], "train")  # missing data root / dataset -> DataError now
+    data = spec.config["data"]
+    key = repr(sorted((k, repr(v)) for k, v in data.items() if k != "fraction"))
+    if seen_data is None or key not in seen_data:
+        open_split(data, "train")  # missing data root / dataset -> DataError now
+        if seen_data is not None:
+            seen_data.add(key)
 
 
 def _distinct_shapes(specs: list[RunSpec]) -> list[RunSpec]:
@@ -121,6 +129,9 @@ def _runtime(c: dict, dist):
 
     from .train.engine import Runtime
     r = c["runtime"]
+    if r.get("threads"):
+        import torch
+        torch.set_num_threads(int(r["threads"]))
     on_gpu = dist.device.type == "cuda"
     workers = r["num_workers"]
     if workers == "auto":
@@ -130,7 +141,8 @@ def _runtime(c: dict, dist):
         check = 50 if on_gpu else 1
     return Runtime(dist=dist, amp=r["amp"], compile=bool(r["compile"]), deterministic=bool(r["deterministic"]),
                    num_workers=int(workers), progress=bool(r["progress"]), tensorboard=bool(r["tensorboard"]),
-                   check_every=int(check), probe_batch=int(r["probe_batch"]))
+                   check_every=int(check), probe_batch=int(r["probe_batch"]),
+                   checkpoint_every_s=float(r["checkpoint_every_s"]))
 
 
 def _nproc(c: dict) -> int:
@@ -165,8 +177,9 @@ def reproduce(cfg: DictConfig) -> int:
     specs = build_specs(c, run_overrides(cfg))
     if c.get("dry_run"):
         return dry_run(specs, c)
+    seen: set = set()
     for s in specs:
-        validate(s)
+        validate(s, seen)
     status = {s.run_id: record_status(s) for s in specs}  # a corrupt record stops us here
     nproc = _nproc(c)
     if nproc > 1 and not ddp.in_torchrun():
@@ -190,6 +203,8 @@ def reproduce(cfg: DictConfig) -> int:
         except _bad_input_types():
             raise
         except Exception as e:  # a crash in one run is recorded; the other runs go on
+            if d.world_size > 1:  # the other ranks wait in a collective: let torchrun stop them all
+                raise
             traceback.print_exc()
             failures += 1
             if d.is_main:
@@ -217,7 +232,7 @@ def dry_run(specs: list[RunSpec], c: dict) -> int:
     from .train.engine import train
     from .train.execute import _record
     rt = _runtime(c, ddp.setup(c["runtime"]["device"]))
-    rt.checkpoints, rt.progress = False, False
+    rt.persist, rt.progress = False, False
     todo = _distinct_shapes(specs)
     print(f"dry run: {len(todo)} distinct run config(s) of {len(specs)} at scale {c['scale']}")
     for s in todo:
@@ -250,7 +265,11 @@ def list_runs(cfg: DictConfig) -> int:
     if not c.get("paper"):
         rows = []
         for paper in known_papers():
-            specs = build_specs({**c, "paper": paper})
+            try:
+                specs = build_specs({**c, "paper": paper})
+            except Exception as e:  # one broken experiments.py should not hide the others
+                rows.append([paper, "", "", f"error: {_one_line(e)}"])
+                continue
             counts = {}
             for s in specs:
                 counts[status(s)] = counts.get(status(s), 0) + 1

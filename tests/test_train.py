@@ -155,7 +155,8 @@ def test_sigkill_at_random_steps_then_resume_gives_identical_metrics(dirs, tmp_p
     pid = dirs["pid"]
     args = [sys.executable, "-m", "repro", "reproduce",
             *fast_args(pid, "tables=[table2]", "num_shards=2", "shard=1", "recipe.epochs=5",
-                       "data.max_per_class=24", "runtime.deterministic=true")]
+                       "data.max_per_class=24", "runtime.deterministic=true",
+                       "runtime.checkpoint_every_s=0")]
     env = subprocess_env(dirs)
     clean = dict(env, REPRO_RESULTS_DIR=str(tmp_path / "clean_res"), REPRO_CACHE_DIR=str(tmp_path / "clean_cache"))
     ref = subprocess.run(args, env=clean, cwd=tmp_path, capture_output=True, text=True, timeout=600)

@@ -40,7 +40,8 @@ class Runtime:
     progress: bool = True
     tensorboard: bool = False
     check_every: int = 1         # steps between non-finite checks (each is a host sync on GPU)
-    checkpoints: bool = True     # false for dry runs
+    persist: bool = True         # checkpoint, CSV log, TensorBoard; false for dry runs
+    checkpoint_every_s: float = 0.0  # save at an epoch end once this long since the last save (0: every epoch)
     probe_batch: int = 64
 
 
@@ -58,11 +59,9 @@ def seed_all(seed: int) -> None:
 
 
 def set_determinism(rt: Runtime) -> None:
-    if rt.deterministic:
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        torch.backends.cudnn.benchmark = False
-    elif rt.dist.device.type == "cuda":
-        torch.backends.cudnn.benchmark = True
+    torch.use_deterministic_algorithms(rt.deterministic, warn_only=True)
+    torch.backends.cudnn.benchmark = not rt.deterministic
+    if rt.dist.device.type == "cuda" and not rt.deterministic:
         torch.set_float32_matmul_precision("high")
 
 
@@ -135,7 +134,7 @@ def train(spec: RunSpec, rt: Runtime) -> Result:
 
     start_epoch, step, history = 0, 0, []
     spent = {"wall_s": 0.0, "train_s": 0.0, "images": 0}
-    state = checkpoint.load(ckpt_path, spec.fingerprint) if rt.checkpoints else None
+    state = checkpoint.load(ckpt_path, spec.fingerprint) if rt.persist else None
     if state is not None:
         checkpoint.restore_module(model, state["model"], ckpt_path)
         optimizer.load_state_dict(state["optimizer"])
@@ -164,9 +163,10 @@ def train(spec: RunSpec, rt: Runtime) -> Result:
         return ProbeContext(cfg, d.device, probe_images[0], probe_images[1], epoch, step)
 
     # ---- loop
+    last_save = time.perf_counter()
     bar = tqdm(total=total_steps, initial=min(step, total_steps), desc=spec.run_id, leave=False,
                dynamic_ncols=True, disable=None if rt.progress and d.is_main else True)
-    tb = TensorBoard(out_dir / "tb", rt.tensorboard and d.is_main)
+    tb = TensorBoard(out_dir / "tb", rt.tensorboard and d.is_main and rt.persist)
     status, diverged_step = "finished", None
     global_batch = int(recipe["batch_size"])
     for epoch in range(start_epoch, epochs):
@@ -230,18 +230,25 @@ def train(spec: RunSpec, rt: Runtime) -> Result:
             row.update(run_probes(probes, model, probe_ctx(epoch), epoch_end=True))
         history.append(_jsonable(row))
         spent_now = dict(spent, wall_s=spent["wall_s"] + time.perf_counter() - wall0)
-        rngs = _gather_rng(d)
         if d.is_main:
+            bar.write(summary_line(spec.run_id, row, epochs))
+        save = rt.persist and (last or time.perf_counter() - last_save >= rt.checkpoint_every_s)
+        if d.world_size > 1:  # every rank must take part in gathering the RNG states: agree first
+            flag = torch.tensor(float(save), device=d.device)
+            save = bool(all_reduce(flag, d, torch_dist.ReduceOp.MAX).item())
+        if d.is_main and rt.persist:
             write_csv(out_dir / "log.csv", history)
             tb.log(history[-1])
-            bar.write(summary_line(spec.run_id, row, epochs))
-            if rt.checkpoints:
-                checkpoint.save(ckpt_path, {
-                    "fingerprint": spec.fingerprint, "run_id": spec.run_id, "epoch": epoch + 1, "step": step,
-                    "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                    "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(),
-                    "ema": ema.state_dict() if ema is not None else None, "rng": rngs,
-                    "history": history, "spent": spent_now})
+        if save:
+            rngs = _gather_rng(d)
+            last_save = time.perf_counter()
+        if save and d.is_main:
+            checkpoint.save(ckpt_path, {
+                "fingerprint": spec.fingerprint, "run_id": spec.run_id, "epoch": epoch + 1, "step": step,
+                "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(),
+                "ema": ema.state_dict() if ema is not None else None, "rng": rngs,
+                "history": history, "spent": spent_now})
         barrier(d)
     bar.close()
     tb.close()

@@ -5,9 +5,8 @@ from __future__ import annotations
 import csv
 import io
 import math
+import os
 from pathlib import Path
-
-from ..records import atomic_write_bytes
 
 
 def write_csv(path: Path, history: list[dict]) -> None:
@@ -18,7 +17,9 @@ def write_csv(path: Path, history: list[dict]) -> None:
     w = csv.DictWriter(buf, fieldnames=keys, extrasaction="ignore")
     w.writeheader()
     w.writerows(history)
-    atomic_write_bytes(Path(path), buf.getvalue().encode())
+    tmp = Path(path).with_name(f".{Path(path).name}.tmp")  # replace whole; no fsync: it is only a log
+    tmp.write_text(buf.getvalue())
+    os.replace(tmp, path)
 
 
 def summary_line(run_id: str, row: dict, epochs: int) -> str:
