@@ -133,9 +133,11 @@ def test_module_entry_point_error_and_no_outputs_dir(dirs, tmp_path):
     assert ok.returncode == 0 and "not run" in ok.stdout
     assert list(work.iterdir()) == []  # no outputs/, no .hydra/
     assert (dirs["cache"] / "hydra").is_dir()
-    usage = subprocess.run([sys.executable, "-m", "repro", "frobnicate"], env=subprocess_env(dirs), cwd=work,
-                           capture_output=True, text=True, timeout=300)
-    assert usage.returncode == 2 and "unknown command 'frobnicate'" in usage.stderr
+
+
+def test_unknown_command_and_help(capsys):
+    assert main(["frobnicate"]) == 2 and "unknown command 'frobnicate'" in capsys.readouterr().err
+    assert main(["--help"]) == 0 and "python -m repro reproduce" in capsys.readouterr().out
 
 
 def test_tables_comma_list_seeds_and_multirun(dirs, capsys):
