@@ -10,28 +10,32 @@ work as usual, e.g. ``-m hydra/launcher=slurm``. Bad input is one line on stderr
 """
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from pathlib import Path
 
 import hydra
+import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
+from tabulate import tabulate
 
 from . import records
-from .data import DataError, FractionError, check_fraction
-from .runs import (RUN_KEYS, SCALES, ConfigError, RunSpec, check_unique, deep_merge, known_papers,
-                   paper_runs, resolve)
+from .data import DataError, FractionError, check_fraction, open_split
+from .runs import (RUN_KEYS, SCALES, ConfigError, RunSpec, check_unique, deep_merge, import_object,
+                   known_papers, paper_runs, resolve)
+from .train import ddp
+from .train.checkpoint import CheckpointError
+from .train.engine import Runtime, train
+from .train.execute import DONE, execute, failed_record, make_record, record_status
+from .train.hooks import probe_list
+from .train.model import check_model, register_models
 
 COMMANDS = ("reproduce", "list")
-BAD_INPUT = (ConfigError, DataError, FractionError, records.RecordError)
+BAD_INPUT = (ConfigError, DataError, FractionError, records.RecordError, CheckpointError)
 _exit_code = 0
-
-
-def _bad_input_types():
-    from .train.checkpoint import CheckpointError
-    return (*BAD_INPUT, CheckpointError)
 
 
 def _one_line(e: BaseException) -> str:
@@ -88,9 +92,6 @@ def validate(spec: RunSpec, seen_data: set | None = None) -> None:
 
     ``seen_data`` remembers the datasets already found, so ImageNet is listed once, not per run.
     """
-    from .train.hooks import probe_list
-    from .train.model import check_model
-    from .runs import import_object
     if spec.kind == "probe":
         if not spec.config.get("probe"):
             raise ConfigError(f"probe run {spec.run_id} has no config['probe'] ('package.module:function')")
@@ -101,7 +102,6 @@ def validate(spec: RunSpec, seen_data: set | None = None) -> None:
     probe_list(spec.config.get("probes"))
     for entry in spec.config.get("losses") or []:
         import_object(entry if isinstance(entry, str) else entry.get("fn", ""))
-    from .data import open_split
     data = spec.config["data"]
     key = repr(sorted((k, repr(v)) for k, v in data.items() if k != "fraction"))
     if seen_data is None or key not in seen_data:
@@ -125,12 +125,8 @@ def _distinct_shapes(specs: list[RunSpec]) -> list[RunSpec]:
 # ------------------------------------------------------------------ commands
 
 def _runtime(c: dict, dist):
-    import os
-
-    from .train.engine import Runtime
     r = c["runtime"]
     if r.get("threads"):
-        import torch
         torch.set_num_threads(int(r["threads"]))
     on_gpu = dist.device.type == "cuda"
     workers = r["num_workers"]
@@ -148,7 +144,6 @@ def _runtime(c: dict, dist):
 def _nproc(c: dict) -> int:
     n = c["runtime"]["nproc_per_node"]
     if n == "auto":
-        import torch
         return torch.cuda.device_count() if c["scale"] == "full" and torch.cuda.device_count() > 1 else 1
     return int(n)
 
@@ -169,9 +164,6 @@ def _describe(rec: dict) -> str:
 
 
 def reproduce(cfg: DictConfig) -> int:
-    from .train import ddp
-    from .train.execute import DONE, execute, failed_record, record_status
-    from .train.model import register_models
     c = OmegaConf.to_container(cfg, resolve=True)
     register_models(c.get("paper"), c["runtime"].get("imports"))
     specs = build_specs(c, run_overrides(cfg))
@@ -200,7 +192,7 @@ def reproduce(cfg: DictConfig) -> int:
             f"({s.kind} {s.table}/{s.cell['row']} seed {s.seed})", flush=True)
         try:
             rec = execute(s, rt)
-        except _bad_input_types():
+        except BAD_INPUT:
             raise
         except Exception as e:  # a crash in one run is recorded; the other runs go on
             if d.world_size > 1:  # the other ranks wait in a collective: let torchrun stop them all
@@ -228,9 +220,6 @@ def _build_report(paper: str) -> None:
 
 def dry_run(specs: list[RunSpec], c: dict) -> int:
     """The paper's models at the paper's resolution on synthetic data, two optimizer steps each."""
-    from .train import ddp
-    from .train.engine import train
-    from .train.execute import _record
     rt = _runtime(c, ddp.setup(c["runtime"]["device"]))
     rt.persist, rt.progress = False, False
     todo = _distinct_shapes(specs)
@@ -241,7 +230,7 @@ def dry_run(specs: list[RunSpec], c: dict) -> int:
             print(f"  ok probe {s.run_id} ({s.config['probe']} importable)")
             continue
         res = train(s, rt)
-        rec = _record(s, rt, res.status, res.metrics, res.provenance)
+        rec = make_record(s, rt, res.status, res.metrics, res.provenance)
         print(f"  ok {s.run_id}: {s.config['model']['name']} at {s.config['data']['img_size']} px, "
               f"{res.metrics['params'] / 1e6:.1f}M params, {res.metrics['steps']} steps, {_describe(rec)}")
         if res.status != "finished":
@@ -251,9 +240,6 @@ def dry_run(specs: list[RunSpec], c: dict) -> int:
 
 def list_runs(cfg: DictConfig) -> int:
     """Papers, their tables and runs at a scale, and each run's status."""
-    from tabulate import tabulate
-
-    from .train.execute import record_status
     c = OmegaConf.to_container(cfg, resolve=True)
 
     def status(s: RunSpec) -> str:
@@ -299,7 +285,7 @@ def _hydra_main(cfg: DictConfig) -> None:
     global _exit_code
     try:
         code = {"reproduce": reproduce, "list": list_runs}[cfg.command](cfg)
-    except _bad_input_types() as e:
+    except BAD_INPUT as e:
         print(f"error: {_one_line(e)}", file=sys.stderr)
         code = 2
     _exit_code = max(_exit_code, code or 0)
@@ -317,7 +303,6 @@ def _prepare(args: list[str]) -> list[str]:
             a = f"tables=[{value}]"
         out.append(a)
     if not any(a.startswith("scale=") for a in out):
-        import torch
         out.append(f"scale={'small' if torch.cuda.is_available() else 'tiny'}")
     return out
 

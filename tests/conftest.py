@@ -50,6 +50,13 @@ def feature_norm(model, ctx, scale=1.0):
 
 CALLS = {"n": 0}
 
+def crash(model, flag=""):
+    """Extra loss whose factory fails while the file `flag` exists: a bug in one run, not bad input."""
+    import os
+    if os.path.exists(flag):
+        raise RuntimeError("simulated crash in a paper's loss")
+    return lambda images, targets, logits: logits.sum() * 0.0
+
 def nan_at(model, step=3):
     """Extra loss: 0 x (mean of the blocks' output) until call `step`, then NaN."""
     seen = {}

@@ -125,6 +125,23 @@ def test_nonfinite_loss_is_recorded_as_diverged_and_not_retried(dirs, capsys):
     assert capsys.readouterr().out.count("(diverged)") == 2
 
 
+def test_crash_in_one_run_is_recorded_failed_others_go_on_and_rerun_retries(dirs, capsys):
+    pid = dirs["pid"]
+    flag = dirs["cache"] / "crash-now"
+    flag.touch()
+    args = fast_args(pid, f"losses=[{{fn: 'papers.{pid}.probes:crash', flag: '{flag}'}}]")
+    assert main(["reproduce", *args]) == 1
+    recs = records_of(dirs, pid)
+    assert sorted(r["status"] for r in recs) == ["failed", "failed", "finished"]  # the probe run still ran
+    failed = [r for r in recs if r["status"] == "failed"][0]
+    assert "simulated crash" in failed["metrics"]["error"] and "Traceback" in failed["metrics"]["traceback"]
+    capsys.readouterr()
+    flag.unlink()
+    assert main(["reproduce", *args]) == 0  # failed runs are retried, finished ones skipped
+    assert capsys.readouterr().out.count("(finished)") == 1
+    assert sorted(r["status"] for r in records_of(dirs, pid)) == ["finished"] * 3
+
+
 def test_probes_every_epoch_and_at_end_ema(dirs):
     pid = dirs["pid"]
     probe = f"probes=[{{fn: 'papers.{pid}.probes:feature_norm', every_epoch: true, scale: 2.0}}]"

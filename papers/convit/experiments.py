@@ -27,7 +27,7 @@ PROTOCOL = {
     },
     "small": {
         "models": {"deit": ("repro_deit_tiny_c32", {}), "convit": ("repro_convit_tiny_c32", {})},
-        "epochs": 30, "seeds": 3, "data": {},
+        "epochs": 20, "seeds": 3, "data": {},
     },
     "full": {
         "models": {"deit": ("repro_deit_small", {}), "convit": ("repro_convit_small", {})},

@@ -27,7 +27,7 @@ def record_status(spec: RunSpec) -> str:
     return "not run"
 
 
-def _record(spec: RunSpec, rt: Runtime, status: str, metrics: dict, provenance: dict,
+def make_record(spec: RunSpec, rt: Runtime, status: str, metrics: dict, provenance: dict,
             started: dict | None = None) -> dict:
     runtime = {k: v for k, v in vars(rt).items() if k != "dist"}
     return {"run_id": spec.run_id, "paper": spec.paper, "table": spec.table, "cell": spec.cell,
@@ -49,10 +49,10 @@ def execute(spec: RunSpec, rt: Runtime, write: bool = True) -> dict:
         metrics = import_object(spec.config["probe"])(spec.config)
         if not isinstance(metrics, dict):
             raise TypeError(f"probe {spec.config['probe']} returned {type(metrics).__name__}, not a dict")
-        rec = _record(spec, rt, "finished", metrics, {"wall_s": time.perf_counter() - start}, started)
+        rec = make_record(spec, rt, "finished", metrics, {"wall_s": time.perf_counter() - start}, started)
     else:
         res = train(spec, rt)
-        rec = _record(spec, rt, res.status, res.metrics, res.provenance, started)
+        rec = make_record(spec, rt, res.status, res.metrics, res.provenance, started)
     if write and rt.dist.is_main:
         records.write_record(rec)
     return rec
@@ -61,4 +61,4 @@ def execute(spec: RunSpec, rt: Runtime, write: bool = True) -> dict:
 def failed_record(spec: RunSpec, rt: Runtime, error: BaseException) -> dict:
     """A record saying the run crashed (rerun retries it); the traceback goes in its metrics."""
     tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-    return _record(spec, rt, "failed", {"error": f"{type(error).__name__}: {error}", "traceback": tb}, {})
+    return make_record(spec, rt, "failed", {"error": f"{type(error).__name__}: {error}", "traceback": tb}, {})
