@@ -302,8 +302,8 @@ def _prepare(args: list[str]) -> list[str]:
         if eq and key == "tables" and "," in value and not multirun and not value.startswith("["):
             a = f"tables=[{value}]"
         out.append(a)
-    if not any(a.startswith("scale=") for a in out):
-        out.append(f"scale={'small' if torch.cuda.is_available() else 'tiny'}")
+    if not any(a.startswith("scale=") for a in out):  # in front: Hydra's flags (--cfg job) stay last
+        out.insert(0, f"scale={'small' if torch.cuda.is_available() else 'tiny'}")
     return out
 
 
@@ -325,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     _exit_code = 0
     saved = sys.argv
-    sys.argv = [saved[0] if saved else "repro", *rest, f"command={command}"]
+    sys.argv = [saved[0] if saved else "repro", f"command={command}", *rest]
     try:
         _hydra_main()
     finally:
