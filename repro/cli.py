@@ -302,9 +302,16 @@ def _prepare(args: list[str]) -> list[str]:
         if eq and key == "tables" and "," in value and not multirun and not value.startswith("["):
             a = f"tables=[{value}]"
         out.append(a)
-    if not any(a.startswith("scale=") for a in out):  # in front: Hydra's flags (--cfg job) stay last
-        out.insert(0, f"scale={'small' if torch.cuda.is_available() else 'tiny'}")
+    if not any(a.startswith("scale=") for a in out):
+        out = _with_overrides(out, [f"scale={'small' if torch.cuda.is_available() else 'tiny'}"])
     return out
+
+
+def _with_overrides(args: list[str], extra: list[str]) -> list[str]:
+    """Insert overrides next to the user's own, so that they stay one block for Hydra's argparse
+    (``-m paper=x`` and ``paper=x --cfg job`` both keep working)."""
+    at = next((i for i, a in enumerate(args) if "=" in a and not a.startswith("-")), len(args))
+    return args[:at] + extra + args[at:]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -325,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     _exit_code = 0
     saved = sys.argv
-    sys.argv = [saved[0] if saved else "repro", f"command={command}", *rest]
+    sys.argv = [saved[0] if saved else "repro", *_with_overrides(rest, [f"command={command}"])]
     try:
         _hydra_main()
     finally:

@@ -135,6 +135,12 @@ def test_module_entry_point_error_and_no_outputs_dir(dirs, tmp_path):
     assert (dirs["cache"] / "hydra").is_dir()
 
 
+def test_hydra_flags_after_overrides(dirs, capsys):
+    assert main(["reproduce", f"paper={dirs['pid']}", "recipe.epochs=7", "--cfg", "job"]) == 0
+    out = capsys.readouterr().out
+    assert "command: reproduce" in out and "scale: tiny" in out and "epochs: 7" in out
+
+
 def test_unknown_command_and_help(capsys):
     assert main(["frobnicate"]) == 2 and "unknown command 'frobnicate'" in capsys.readouterr().err
     assert main(["--help"]) == 0 and "python -m repro reproduce" in capsys.readouterr().out
