@@ -6,6 +6,7 @@ import sys
 
 import pytest
 import timm
+import torch
 from hydra import compose, initialize_config_dir
 
 from repro import records
@@ -138,7 +139,8 @@ def test_module_entry_point_error_and_no_outputs_dir(dirs, tmp_path):
 def test_hydra_flags_after_overrides(dirs, capsys):
     assert main(["reproduce", f"paper={dirs['pid']}", "recipe.epochs=7", "--cfg", "job"]) == 0
     out = capsys.readouterr().out
-    assert "command: reproduce" in out and "scale: tiny" in out and "epochs: 7" in out
+    default_scale = "small" if torch.cuda.is_available() else "tiny"
+    assert "command: reproduce" in out and f"scale: {default_scale}" in out and "epochs: 7" in out
 
 
 def test_unknown_command_and_help(capsys):
