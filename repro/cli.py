@@ -1,0 +1,340 @@
+"""``python -m repro reproduce|list``: the command line, on Hydra.
+
+    python -m repro reproduce paper=convit [scale=tiny|small|full] [tables=table2,table3] [seeds=3] [key=value ...]
+    python -m repro list [paper=convit] [scale=...]
+
+``reproduce`` runs every run of the paper's tables that has no record yet (resuming the partial
+ones from their checkpoints), writes one record per run, then rebuilds the paper's report.
+Default scale: small when a GPU is present, else tiny. Hydra's ``-m`` (multirun) and launchers
+work as usual, e.g. ``-m hydra/launcher=slurm``. Bad input is one line on stderr and exit code 2.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from pathlib import Path
+
+import hydra
+import torch
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig, OmegaConf
+from tabulate import tabulate
+
+from . import records
+from .data import DataError, FractionError, check_fraction, open_split
+from .runs import (RUN_KEYS, SCALES, ConfigError, RunSpec, check_unique, deep_merge, import_object,
+                   known_papers, paper_runs, resolve)
+from .train import ddp
+from .train.checkpoint import CheckpointError
+from .train.engine import Runtime, train
+from .train.execute import DONE, execute, failed_record, make_record, record_status
+from .train.hooks import probe_list
+from .train.model import check_model, register_models
+
+COMMANDS = ("reproduce", "list")
+BAD_INPUT = (ConfigError, DataError, FractionError, records.RecordError, CheckpointError)
+_exit_code = 0
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+# ------------------------------------------------------------------ configs -> resolved RunSpecs
+
+def run_overrides(cfg: DictConfig) -> dict:
+    """Command-line ``key=value`` overrides of run keys (model., data., recipe., ...), as a nested dict."""
+    out: dict = {}
+    try:
+        task = list(HydraConfig.get().overrides.task)
+    except ValueError:  # not inside a Hydra app (tests calling build_specs directly)
+        return out
+    for o in OverridesParser.create().parse_overrides(task):
+        key = o.key_or_group
+        if o.is_delete() or "." not in key or key.split(".")[0] not in RUN_KEYS:
+            continue
+        value = OmegaConf.select(cfg, key)
+        value = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+        node = out
+        *parents, leaf = key.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return out
+
+
+def build_specs(c: dict, overrides: dict | None = None) -> list[RunSpec]:
+    """Resolved RunSpecs of ``c['paper']`` at ``c['scale']``: tables filter, mode, shard applied."""
+    if not c.get("paper"):
+        raise ConfigError(f"give paper=<id>; papers with experiments: {', '.join(known_papers()) or 'none'}")
+    tables = c.get("tables")
+    if isinstance(tables, str):
+        tables = [t for t in tables.split(",") if t]
+    specs = paper_runs(c["paper"], c["scale"], c.get("seeds"), tables)
+    mode = None
+    if c.get("smoke") and c.get("dry_run"):
+        raise ConfigError("smoke=true and dry_run=true exclude each other; pick one")
+    for name in ("smoke", "dry_run"):
+        if c.get(name):
+            mode = deep_merge({"mode": name}, c["modes"][name])
+    specs = [resolve(s, c, overrides, mode) for s in specs]
+    check_unique(specs)
+    shards, shard = int(c.get("num_shards") or 1), int(c.get("shard") or 0)
+    if not 0 <= shard < shards:
+        raise ConfigError(f"shard={shard} with num_shards={shards}: need 0 <= shard < num_shards")
+    return specs[shard::shards]
+
+
+def validate(spec: RunSpec, seen_data: set | None = None) -> None:
+    """Everything checkable before a run starts, so bad input fails before anything is written.
+
+    ``seen_data`` remembers the datasets already found, so ImageNet is listed once, not per run.
+    """
+    if spec.kind == "probe":
+        if not spec.config.get("probe"):
+            raise ConfigError(f"probe run {spec.run_id} has no config['probe'] ('package.module:function')")
+        import_object(spec.config["probe"])
+        return
+    check_model(spec.config)
+    check_fraction(spec.config["data"].get("fraction", 1.0))
+    probe_list(spec.config.get("probes"))
+    for entry in spec.config.get("losses") or []:
+        import_object(entry if isinstance(entry, str) else entry.get("fn", ""))
+    data = spec.config["data"]
+    key = repr(sorted((k, repr(v)) for k, v in data.items() if k != "fraction"))
+    if seen_data is None or key not in seen_data:
+        open_split(data, "train")  # missing data root / dataset -> DataError now
+        if seen_data is not None:
+            seen_data.add(key)
+
+
+def _distinct_shapes(specs: list[RunSpec]) -> list[RunSpec]:
+    """One spec per distinct (model, data shape, recipe) ignoring fraction and epochs (dry runs)."""
+    seen, out = set(), []
+    for s in specs:
+        c = deep_merge(s.config, {"data": {"fraction": None}, "recipe": {"epochs": None}})
+        key = repr(sorted((k, repr(v)) for k, v in c.items())) + s.kind
+        if key not in seen:
+            seen.add(key)
+            out.append(s)
+    return out
+
+
+# ------------------------------------------------------------------ commands
+
+def _runtime(c: dict, dist):
+    r = c["runtime"]
+    if r.get("threads"):
+        torch.set_num_threads(int(r["threads"]))
+    on_gpu = dist.device.type == "cuda"
+    workers = r["num_workers"]
+    if workers == "auto":
+        workers = min(8, (os.cpu_count() or 1) // max(1, dist.world_size)) if on_gpu else 0
+    check = r["check_every"]
+    if check == "auto":
+        check = 50 if on_gpu else 1
+    return Runtime(dist=dist, amp=r["amp"], compile=bool(r["compile"]), deterministic=bool(r["deterministic"]),
+                   num_workers=int(workers), progress=bool(r["progress"]), tensorboard=bool(r["tensorboard"]),
+                   check_every=int(check), probe_batch=int(r["probe_batch"]),
+                   checkpoint_every_s=float(r["checkpoint_every_s"]))
+
+
+def _nproc(c: dict) -> int:
+    n = c["runtime"]["nproc_per_node"]
+    if n == "auto":
+        return torch.cuda.device_count() if c["scale"] == "full" and torch.cuda.device_count() > 1 else 1
+    return int(n)
+
+
+def _describe(rec: dict) -> str:
+    m, p = rec["metrics"], rec["provenance"]
+    parts = [rec["status"]]
+    if rec["status"] == "diverged":
+        parts.append(f"at step {m.get('diverged_step')}")
+    for k in ("top1", "top5"):
+        if isinstance(m.get(k), (int, float)):
+            parts.append(f"{k} {m[k]:.2f}")
+    if isinstance(p.get("wall_s"), (int, float)):
+        parts.append(f"{p['wall_s']:.1f}s")
+    if isinstance(p.get("images_per_s"), (int, float)):
+        parts.append(f"{p['images_per_s']:.0f} img/s")
+    return ", ".join(parts)
+
+
+def reproduce(cfg: DictConfig) -> int:
+    c = OmegaConf.to_container(cfg, resolve=True)
+    register_models(c.get("paper"), c["runtime"].get("imports"))
+    specs = build_specs(c, run_overrides(cfg))
+    if c.get("dry_run"):
+        return dry_run(specs, c)
+    seen: set = set()
+    for s in specs:
+        validate(s, seen)
+    status = {s.run_id: record_status(s) for s in specs}  # a corrupt record stops us here
+    nproc = _nproc(c)
+    if nproc > 1 and not ddp.in_torchrun():
+        task = [o for o in HydraConfig.get().overrides.task if not o.startswith("command=")]
+        return ddp.relaunch(nproc, ["reproduce", *task])
+    d = ddp.setup(c["runtime"]["device"])
+    rt = _runtime(c, d)
+    say = print if d.is_main else (lambda *a, **k: None)
+    failures = 0
+    say(f"{c['paper']} at scale {c['scale']}: {len(specs)} run(s), "
+        f"{sum(v in DONE for v in status.values())} already done; device {d.device}, world size {d.world_size}")
+    for i, s in enumerate(specs, 1):
+        st = status[s.run_id]
+        if st in DONE:
+            say(f"[{i}/{len(specs)}] skip {s.run_id} ({st})")
+            continue
+        say(f"[{i}/{len(specs)}] {'resume' if st == 'partial' else 'run'} {s.run_id} "
+            f"({s.kind} {s.table}/{s.cell['row']} seed {s.seed})", flush=True)
+        try:
+            rec = execute(s, rt)
+        except BAD_INPUT:
+            raise
+        except Exception as e:  # a crash in one run is recorded; the other runs go on
+            if d.world_size > 1:  # the other ranks wait in a collective: let torchrun stop them all
+                raise
+            traceback.print_exc()
+            failures += 1
+            if d.is_main:
+                records.write_record(failed_record(s, rt, e))
+            continue
+        say(f"[{i}/{len(specs)}] {s.run_id}: {_describe(rec)}", flush=True)
+    if d.is_main:
+        _build_report(c["paper"])
+    ddp.teardown()
+    return 1 if failures else 0
+
+
+def _build_report(paper: str) -> None:
+    try:
+        from .report import build_report
+    except ImportError:
+        print("note: repro.report is not available; records are written, no report built")
+        return
+    build_report(paper)
+
+
+def dry_run(specs: list[RunSpec], c: dict) -> int:
+    """The paper's models at the paper's resolution on synthetic data, two optimizer steps each."""
+    rt = _runtime(c, ddp.setup(c["runtime"]["device"]))
+    rt.persist, rt.progress = False, False
+    todo = _distinct_shapes(specs)
+    print(f"dry run: {len(todo)} distinct run config(s) of {len(specs)} at scale {c['scale']}")
+    for s in todo:
+        validate(s)
+        if s.kind == "probe":
+            print(f"  ok probe {s.run_id} ({s.config['probe']} importable)")
+            continue
+        res = train(s, rt)
+        rec = make_record(s, rt, res.status, res.metrics, res.provenance)
+        print(f"  ok {s.run_id}: {s.config['model']['name']} at {s.config['data']['img_size']} px, "
+              f"{res.metrics['params'] / 1e6:.1f}M params, {res.metrics['steps']} steps, {_describe(rec)}")
+        if res.status != "finished":
+            return 1
+    return 0
+
+
+def list_runs(cfg: DictConfig) -> int:
+    """Papers, their tables and runs at a scale, and each run's status."""
+    c = OmegaConf.to_container(cfg, resolve=True)
+
+    def status(s: RunSpec) -> str:
+        try:
+            return record_status(s)
+        except records.RecordError:
+            return "corrupt record"
+
+    if not c.get("paper"):
+        rows = []
+        for paper in known_papers():
+            try:
+                specs = build_specs({**c, "paper": paper})
+            except Exception as e:  # one broken experiments.py should not hide the others
+                rows.append([paper, "", "", f"error: {_one_line(e)}"])
+                continue
+            counts = {}
+            for s in specs:
+                counts[status(s)] = counts.get(status(s), 0) + 1
+            rows.append([paper, ", ".join(sorted({s.table for s in specs})), len(specs),
+                         ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))])
+        print(f"scale {c['scale']}")
+        print(tabulate(rows, headers=["paper", "tables", "runs", "status"]))
+        return 0
+    specs = build_specs(c, run_overrides(cfg))
+    rows = []
+    for s in specs:
+        st = status(s)
+        top1 = ""
+        if st in ("finished", "diverged"):
+            rec = records.read_record(records.record_path(s.paper, s.scale, s.run_id))
+            top1 = rec["metrics"].get("top1", "")
+        rows.append([s.table, s.cell["row"], ",".join(s.cell["columns"]), s.seed, s.run_id, st, top1])
+    print(f"{c['paper']} at scale {c['scale']}: {len(specs)} run(s)")
+    print(tabulate(rows, headers=["table", "row", "columns", "seed", "run_id", "status", "top1"]))
+    return 0
+
+
+# ------------------------------------------------------------------ entry point
+
+@hydra.main(config_path=str(Path(__file__).resolve().parent / "conf"), config_name="config", version_base=None)
+def _hydra_main(cfg: DictConfig) -> None:
+    global _exit_code
+    try:
+        code = {"reproduce": reproduce, "list": list_runs}[cfg.command](cfg)
+    except BAD_INPUT as e:
+        print(f"error: {_one_line(e)}", file=sys.stderr)
+        code = 2
+    _exit_code = max(_exit_code, code or 0)
+
+
+def _prepare(args: list[str]) -> list[str]:
+    """Check the scale early (one line, not Hydra's listing); default scale; tables=a,b as a list."""
+    multirun = any(a in ("-m", "--multirun") for a in args)
+    out = []
+    for a in args:
+        key, eq, value = a.partition("=")
+        if eq and key == "scale" and not multirun and value not in SCALES:
+            raise ConfigError(f"unknown scale {value!r}; use one of {', '.join(SCALES)}")
+        if eq and key == "tables" and "," in value and not multirun and not value.startswith("["):
+            a = f"tables=[{value}]"
+        out.append(a)
+    if not any(a.startswith("scale=") for a in out):
+        out = _with_overrides(out, [f"scale={'small' if torch.cuda.is_available() else 'tiny'}"])
+    return out
+
+
+def _with_overrides(args: list[str], extra: list[str]) -> list[str]:
+    """Insert overrides next to the user's own, so that they stay one block for Hydra's argparse
+    (``-m paper=x`` and ``paper=x --cfg job`` both keep working)."""
+    at = next((i for i, a in enumerate(args) if "=" in a and not a.startswith("-")), len(args))
+    return args[:at] + extra + args[at:]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m repro``; returns the exit code."""
+    global _exit_code
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(__doc__)
+        return 0
+    command, rest = argv[0], argv[1:]
+    if command not in COMMANDS:
+        print(f"error: unknown command {command!r}; use one of {', '.join(COMMANDS)}", file=sys.stderr)
+        return 2
+    try:
+        rest = _prepare(rest)
+    except ConfigError as e:
+        print(f"error: {_one_line(e)}", file=sys.stderr)
+        return 2
+    _exit_code = 0
+    saved = sys.argv
+    sys.argv = [saved[0] if saved else "repro", *_with_overrides(rest, [f"command={command}"])]
+    try:
+        _hydra_main()
+    finally:
+        sys.argv = saved
+    return _exit_code

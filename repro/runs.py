@@ -1,0 +1,184 @@
+"""Runs: which training or probe run fills which table cell, each with a stable id.
+
+``papers/<id>/experiments.py`` defines ``runs(scale: str, seeds: int | None) -> list[RunSpec]``.
+Each spec carries a *partial* config (what the paper changes); ``resolve`` merges it over the
+scale's Hydra base config and the command-line overrides, and the resolved config, seed and scale
+fix the run's id. Same inputs, same id: a rerun finds its record and checkpoint again.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import importlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+KINDS = ("train", "probe")
+SCALES = ("tiny", "small", "full")
+# Top-level config keys that describe what a run measures (hashed into its id); everything else
+# in the Hydra config (runtime, command, ...) changes how it runs, not what it measures.
+RUN_KEYS = ("model", "data", "recipe", "probes", "losses", "probe", "mode")
+
+
+def cache_root() -> Path:
+    """Checkpoints, decoded datasets, run logs, Hydra's run dir: ``REPRO_CACHE_DIR`` or ``./.cache``."""
+    return Path(os.environ.get("REPRO_CACHE_DIR", ".cache"))
+
+
+def run_dir(spec: "RunSpec") -> Path:
+    """Where a run keeps its checkpoint, CSV log and resolved config."""
+    return cache_root() / "runs" / spec.paper / spec.scale / spec.run_id
+
+
+class ConfigError(ValueError):
+    """Bad input from the user (paper, scale, table, model, config value): one line, exit code 2."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run that fills one table cell (one seed of it).
+
+    cell = {"row": <row key>, "columns": {<table column key>: <metric key in the record>}}.
+    kind "train" trains config["model"] under config["recipe"] on config["data"];
+    kind "probe" calls the function named by config["probe"] ("pkg.module:function") with the
+    resolved config and records the metrics dict it returns.
+    """
+    paper: str
+    table: str
+    cell: dict
+    scale: str
+    seed: int = 0
+    kind: str = "train"
+    config: dict = field(default_factory=dict)
+    name: str = ""  # readable part of the run id, e.g. "deit"; defaults to the model / probe name
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ConfigError(f"RunSpec kind {self.kind!r} for {self.table}/{self.cell}: use one of {KINDS}")
+        if not (isinstance(self.cell, dict) and isinstance(self.cell.get("row"), str)
+                and isinstance(self.cell.get("columns"), dict)):
+            raise ConfigError(f"RunSpec cell {self.cell!r} of {self.paper}/{self.table}: expected "
+                              f"{{'row': str, 'columns': {{column: metric}}}}")
+
+    @property
+    def fingerprint(self) -> str:
+        """Short hash of what the run measures: kind, resolved config, seed and scale."""
+        blob = json.dumps({"kind": self.kind, "config": self.config, "seed": self.seed,
+                           "scale": self.scale}, sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:10]
+
+    @property
+    def label(self) -> str:
+        if self.name:
+            return self.name
+        if self.kind == "probe":
+            return str(self.config.get("probe", "probe")).rpartition(":")[2]
+        return str((self.config.get("model") or {}).get("name") or "model").removeprefix("repro_")
+
+    @property
+    def run_id(self) -> str:
+        """``<table>-<row>-<label>-s<seed>-<fingerprint>``, safe as a file name."""
+        raw = f"{self.table}-{self.cell['row']}-{self.label}-s{self.seed}"
+        return re.sub(r"[^A-Za-z0-9_.-]+", "_", raw) + "-" + self.fingerprint
+
+
+def deep_merge(*dicts: dict) -> dict:
+    """Merge nested dicts left to right (later wins); lists and scalars are replaced, not merged."""
+    out: dict = {}
+    for d in dicts:
+        for k, v in (d or {}).items():
+            if isinstance(v, dict) and isinstance(out.get(k), dict):
+                out[k] = deep_merge(out[k], v)
+            else:
+                out[k] = copy.deepcopy(v)
+    return out
+
+
+def resolve(spec: RunSpec, base: dict, overrides: dict | None = None, mode: dict | None = None) -> RunSpec:
+    """The spec with its full config: base (Hydra) < spec.config < command-line overrides < mode.
+
+    ``mode`` holds the smoke / dry-run settings; being part of the config, it changes the run id,
+    so a smoke record never passes for a real one.
+    """
+    base = {k: v for k, v in base.items() if k in RUN_KEYS}
+    cfg = deep_merge(base, spec.config, overrides or {}, mode or {})
+    return dataclasses.replace(spec, config=cfg)
+
+
+# ---------------------------------------------------------------- papers and their experiments
+
+def known_papers() -> list[str]:
+    """Paper ids that have ``papers/<id>/experiments.py`` (on every path of the papers package)."""
+    try:
+        import papers
+    except ImportError:
+        return []
+    found = set()
+    for root in papers.__path__:
+        for p in Path(root).glob("*/experiments.py"):
+            found.add(p.parent.name)
+    return sorted(found)
+
+
+def load_experiments(paper: str) -> Callable[[str, int | None], list[RunSpec]]:
+    """The ``runs(scale, seeds)`` function of papers/<paper>/experiments.py."""
+    if paper not in known_papers():
+        raise ConfigError(f"unknown paper {paper!r}; papers with experiments: "
+                          f"{', '.join(known_papers()) or 'none'} (run from the repository root)")
+    mod = importlib.import_module(f"papers.{paper}.experiments")
+    fn = getattr(mod, "runs", None)
+    if not callable(fn):
+        raise ConfigError(f"papers/{paper}/experiments.py has no runs(scale, seeds) function")
+    return fn
+
+
+def paper_runs(paper: str, scale: str, seeds: int | None = None,
+               tables: list[str] | None = None) -> list[RunSpec]:
+    """The paper's unresolved RunSpecs at a scale, optionally only some tables."""
+    if scale not in SCALES:
+        raise ConfigError(f"unknown scale {scale!r}; use one of {', '.join(SCALES)}")
+    if seeds is not None and (not isinstance(seeds, int) or seeds < 1):
+        raise ConfigError(f"seeds={seeds!r}: give a positive number of seeds")
+    specs = load_experiments(paper)(scale, seeds)
+    for s in specs:
+        if not isinstance(s, RunSpec) or s.paper != paper or s.scale != scale:
+            raise ConfigError(f"papers/{paper}/experiments.py returned {s!r}; expected RunSpecs with "
+                              f"paper={paper!r} and scale={scale!r}")
+    if tables:
+        known = sorted({s.table for s in specs})
+        unknown = [t for t in tables if t not in known]
+        if unknown:
+            raise ConfigError(f"unknown table(s) {', '.join(unknown)} for {paper} at scale {scale}; "
+                              f"tables with runs: {', '.join(known) or 'none'}")
+        specs = [s for s in specs if s.table in tables]
+    return specs
+
+
+def import_object(path: str) -> Any:
+    """``"package.module:attribute"`` -> the object (probe functions, extra losses)."""
+    mod_name, sep, attr = str(path).partition(":")
+    if not sep or not mod_name or not attr:
+        raise ConfigError(f"{path!r}: name a function as 'package.module:function'")
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError as e:
+        raise ConfigError(f"{path!r}: cannot import {mod_name} ({e})") from None
+    try:
+        return getattr(mod, attr)
+    except AttributeError:
+        raise ConfigError(f"{path!r}: {mod_name} has no attribute {attr!r}") from None
+
+
+def check_unique(specs: list[RunSpec]) -> None:
+    """Two specs with one run id would overwrite each other's record: refuse."""
+    seen: dict[str, RunSpec] = {}
+    for s in specs:
+        if s.run_id in seen:
+            raise ConfigError(f"two runs resolve to the same run id {s.run_id} (cells "
+                              f"{seen[s.run_id].cell} and {s.cell}); give them different names or configs")
+        seen[s.run_id] = s

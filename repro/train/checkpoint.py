@@ -1,0 +1,88 @@
+"""Checkpoints that make a killed run resume exactly where its last completed epoch left it.
+
+One file per run (``<run dir>/last.pt``), replaced atomically (temp file, fsync, rename), holding
+model, optimizer, scheduler, grad scaler, EMA, the RNG states (python, numpy, torch, CUDA),
+epoch/step, the metrics history so far, and the run's config fingerprint. Loaded with
+``weights_only=True``. A checkpoint whose fingerprint is not the run's is refused with an error
+(never silently ignored or overwritten): it belongs to another config, and resuming from it would
+mix two experiments.
+"""
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be used for this run (other config, other model code, unreadable)."""
+
+
+def rng_state() -> dict:
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    state = {"python": random.getstate(), "torch": torch.get_rng_state(),
+             "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, cached]}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    random.setstate(_as_tuple(state["python"]))
+    torch.set_rng_state(state["torch"])
+    kind, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _as_tuple(x):
+    return tuple(_as_tuple(v) for v in x) if isinstance(x, (list, tuple)) else x
+
+
+def save(path: Path, state: dict) -> None:
+    """Write ``state`` to ``path`` atomically: a reader (or a resumed run) sees old or new, never half."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load(path: Path, fingerprint: str) -> dict | None:
+    """The checkpoint at ``path`` if there is one; CheckpointError if it is not this run's."""
+    path = Path(path)
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):  # left by a kill during save
+        stale.unlink(missing_ok=True)
+    if not path.exists():
+        return None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # truncated or foreign file
+        raise CheckpointError(f"{path}: unreadable checkpoint ({type(e).__name__}); delete it to restart "
+                              f"the run from scratch") from None
+    if state.get("fingerprint") != fingerprint:
+        raise CheckpointError(f"{path}: checkpoint was written for config {state.get('fingerprint')}, this run's "
+                              f"config is {fingerprint}; delete {path.parent} to train this config afresh")
+    return state
+
+
+def restore_module(module: torch.nn.Module, weights: dict, path: Path) -> None:
+    """load_state_dict with a one-line error when the model code changed under the checkpoint."""
+    try:
+        module.load_state_dict(weights)
+    except RuntimeError as e:
+        first = str(e).strip().splitlines()[0]
+        raise CheckpointError(f"{path}: checkpoint does not fit the model ({first}); the model code "
+                              f"changed since it was written: delete {Path(path).parent} to restart") from None

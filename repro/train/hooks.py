@@ -1,0 +1,84 @@
+"""Paper-specific measurements and loss terms, plugged into training by import path.
+
+A train run's config may list
+- ``probes``: ``["pkg.mod:fn", {"fn": "pkg.mod:fn", "every_epoch": true, **kwargs}]``; each is
+  called as ``fn(model, ctx, **kwargs) -> dict`` on the trained model (and after every epoch when
+  ``every_epoch``), where ``ctx`` is a ``ProbeContext`` (config, device, a fixed batch of test
+  images and labels, epoch, step). The dicts are merged into the record's metrics (end) and into
+  each epoch's history row (every_epoch).
+- ``losses``: ``[{"fn": "pkg.mod:factory", "weight": 1.0, **kwargs}]``; ``factory(model, **kwargs)``
+  is called once on the bare model (before compile / DDP, so it may register forward hooks to read
+  features) and returns ``term(images, targets, logits) -> scalar tensor``; the loss trained is
+  the recipe's criterion + sum of weight x term.
+Only rank 0 runs probes. No framework beyond this: a probe is a function, a loss is a closure.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from ..runs import ConfigError, import_object
+
+
+@dataclass
+class ProbeContext:
+    config: dict
+    device: torch.device
+    images: torch.Tensor     # a fixed batch of normalised test images (same every epoch)
+    labels: torch.Tensor
+    epoch: int
+    step: int
+
+
+@dataclass
+class LossTerm:
+    name: str
+    weight: float
+    term: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def _entries(items) -> list[dict]:
+    out = []
+    for item in items or []:
+        entry = {"fn": item} if isinstance(item, str) else dict(item)
+        if "fn" not in entry:
+            raise ConfigError(f"probe/loss entry {item!r} has no 'fn' ('package.module:function')")
+        out.append(entry)
+    return out
+
+
+def build_losses(items, model: torch.nn.Module) -> list[LossTerm]:
+    terms = []
+    for e in _entries(items):
+        factory = import_object(e.pop("fn"))
+        weight = float(e.pop("weight", 1.0))
+        terms.append(LossTerm(getattr(factory, "__name__", "loss"), weight, factory(model, **e)))
+    return terms
+
+
+def probe_list(items) -> list[tuple[Callable, bool, dict]]:
+    """(function, every_epoch, kwargs) for each configured probe; imports checked up front."""
+    out = []
+    for e in _entries(items):
+        fn = import_object(e.pop("fn"))
+        every = bool(e.pop("every_epoch", False))
+        out.append((fn, every, e))
+    return out
+
+
+def run_probes(probes, model: torch.nn.Module, ctx: ProbeContext, epoch_end: bool) -> dict[str, Any]:
+    """Metrics from the probes due now (every_epoch ones after each epoch, all at the end)."""
+    metrics: dict[str, Any] = {}
+    was_training = model.training
+    model.eval()
+    for fn, every, kwargs in probes:
+        if epoch_end and not every:
+            continue
+        out = fn(model, ctx, **kwargs)
+        if not isinstance(out, dict):
+            raise TypeError(f"probe {fn.__module__}:{fn.__name__} returned {type(out).__name__}, not a dict")
+        metrics.update(out)
+    model.train(was_training)
+    return metrics

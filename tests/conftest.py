@@ -1,0 +1,113 @@
+"""Shared fixtures: isolated results/cache/data dirs and a throw-away paper built on timm's own ViT."""
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Tiny models gain nothing from a second thread, and on a shared 2-core machine two OpenMP threads
+# per process can be 10x slower than one: keep the suite's timings stable.
+torch.set_num_threads(1)
+
+# A paper package written into tmp: two fractions of a 1-block ViT, plus a probe run, plus hooks
+# (an extra loss that can go NaN on demand, probes) so the engine's plug-in points get exercised.
+EXPERIMENTS = '''
+from repro.runs import RunSpec
+
+MODEL = {"name": "vit_tiny_patch16_224",
+         "kwargs": {"patch_size": 8, "depth": 1, "embed_dim": 32, "num_heads": 2}}
+
+def runs(scale, seeds=None):
+    out = []
+    for row, f in (("f50", 0.5), ("f100", 1.0)):
+        for seed in range(seeds or 1):
+            out.append(RunSpec("PID", "table2", {"row": row, "columns": {"vit_top1": "top1", "vit_top5": "top5"}},
+                               scale, seed=seed, name="vit",
+                               config={"model": MODEL, "data": {"fraction": f}, "recipe": {"epochs": 2}}))
+    out.append(RunSpec("PID", "table1", {"row": "vit", "columns": {"params": "params"}}, scale, kind="probe",
+                       name="count", config={"probe": "papers.PID.probes:count_params", "model": MODEL}))
+    return out
+'''
+
+PROBES = '''
+import timm
+
+def count_params(config):
+    m = timm.create_model(config["model"]["name"], img_size=config["data"]["img_size"], **config["model"]["kwargs"])
+    return {"params": sum(p.numel() for p in m.parameters())}
+
+def feature_norm(model, ctx, scale=1.0):
+    with __import__("torch").no_grad():
+        feats = model.forward_features(ctx.images)
+    return {"feature_norm": scale * float(feats.norm(dim=-1).mean()), "probe_epoch": ctx.epoch}
+
+CALLS = {"n": 0}
+
+def crash(model, flag=""):
+    """Extra loss whose factory fails while the file `flag` exists: a bug in one run, not bad input."""
+    import os
+    if os.path.exists(flag):
+        raise RuntimeError("simulated crash in a paper's loss")
+    return lambda images, targets, logits: logits.sum() * 0.0
+
+def nan_at(model, step=3):
+    """Extra loss: 0 x (mean of the blocks' output) until call `step`, then NaN."""
+    seen = {}
+    model.blocks[-1].register_forward_hook(lambda m, i, o: seen.__setitem__("x", o))
+    def term(images, targets, logits):
+        CALLS["n"] += 1
+        value = seen["x"].mean() * 0.0
+        return value + float("nan") if CALLS["n"] >= step else value
+    CALLS["n"] = 0
+    return term
+'''
+
+
+def write_paper(root: Path, pid: str, experiments: str = EXPERIMENTS, probes: str = PROBES) -> Path:
+    d = root / pid
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "__init__.py").write_text("")
+    (d / "experiments.py").write_text(textwrap.dedent(experiments).replace("PID", pid))
+    (d / "probes.py").write_text(textwrap.dedent(probes).replace("PID", pid))
+    return d
+
+
+@pytest.fixture
+def dirs(tmp_path, monkeypatch):
+    """REPRO_* dirs under tmp, and a fresh fake paper id on the papers package path."""
+    import papers
+
+    out = {k: tmp_path / k for k in ("results", "cache", "data", "papers")}
+    for p in out.values():
+        p.mkdir()
+    monkeypatch.setenv("REPRO_RESULTS_DIR", str(out["results"]))
+    monkeypatch.setenv("REPRO_CACHE_DIR", str(out["cache"]))
+    monkeypatch.setenv("REPRO_DATA_DIR", str(out["data"]))
+    monkeypatch.setenv("REPRO_PAPERS_PATH", str(out["papers"]))
+    monkeypatch.setattr(papers, "__path__", [*papers.__path__, str(out["papers"])])
+    pid = "fake" + uuid.uuid4().hex[:6]
+    write_paper(out["papers"], pid)
+    out["pid"] = pid
+    yield out
+    for name in [m for m in sys.modules if m.startswith(f"papers.{pid}")]:
+        del sys.modules[name]
+
+
+# Command-line arguments that make the fake paper's runs take a second each on synthetic data.
+def fast_args(pid: str, *extra: str) -> list[str]:
+    return [f"paper={pid}", "scale=tiny", "data=synthetic", "data.max_per_class=16", "data.test_max_per_class=4",
+            "recipe.batch_size=8", "runtime.progress=false", *extra]
+
+
+def subprocess_env(d: dict) -> dict:
+    env = dict(os.environ)
+    env.update(PYTHONPATH=str(REPO), REPRO_RESULTS_DIR=str(d["results"]), REPRO_CACHE_DIR=str(d["cache"]),
+               REPRO_DATA_DIR=str(d["data"]), REPRO_PAPERS_PATH=str(d["papers"]), OMP_NUM_THREADS="1")
+    return env

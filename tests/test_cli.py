@@ -1,0 +1,214 @@
+"""The command line: reproduce / list, skipping and resuming, bad input, smoke and dry runs, Hydra."""
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+import timm
+import torch
+from hydra import compose, initialize_config_dir
+
+from repro import records
+from repro.cli import main
+from repro.runs import known_papers, paper_runs
+from repro.train.model import register_models
+
+from conftest import REPO, fast_args, subprocess_env
+
+
+def snapshot(*roots):
+    """Every file under the roots with its bytes: 'loses nothing already written' is equality."""
+    return {str(p): p.read_bytes() for r in roots for p in sorted(r.rglob("*")) if p.is_file()}
+
+
+def one_line_error(capsys, code, expected_code=2):
+    err = capsys.readouterr().err.strip()
+    assert code == expected_code, err
+    assert err.startswith("error: ") and "\n" not in err, err
+    return err
+
+
+def test_reproduce_writes_records_then_skips_and_list_shows_status(dirs, capsys):
+    pid = dirs["pid"]
+    assert main(["list", *fast_args(pid)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("not run") == 3 and "table1" in out and "table2" in out
+    assert main(["reproduce", *fast_args(pid)]) == 0
+    recs, bad = records.load_records(pid, root=dirs["results"])
+    assert not bad and sorted(r["status"] for r in recs) == ["finished"] * 3
+    probe = [r for r in recs if r["kind"] == "probe"][0]
+    assert probe["metrics"]["params"] > 1000 and probe["cell"]["columns"] == {"params": "params"}
+    train = [r for r in recs if r["kind"] == "train"][0]
+    saved = (dirs["cache"] / "runs" / pid / "tiny" / train["run_id"] / "config.yaml").read_text()
+    assert "vit_tiny_patch16_224" in saved and train["config"]["data"]["name"] == "synthetic"
+    before = snapshot(dirs["results"])
+    capsys.readouterr()
+    assert main(["reproduce", *fast_args(pid)]) == 0
+    assert capsys.readouterr().out.count("(finished)") == 3 and snapshot(dirs["results"]) == before
+    assert main(["list", *fast_args(pid)]) == 0
+    assert capsys.readouterr().out.count("finished") == 3
+    assert main(["list", "scale=tiny"]) == 0
+    assert pid in capsys.readouterr().out
+
+
+def test_partial_run_resumes_from_checkpoint(dirs, capsys):
+    pid = dirs["pid"]
+    args = fast_args(pid, "tables=[table2]", "num_shards=2", "shard=1")
+    assert main(["reproduce", *args]) == 0
+    (rec_path,) = list(dirs["results"].rglob("*.json"))
+    first = json.loads(rec_path.read_text())
+    rec_path.unlink()  # as if killed after the last checkpoint, before the record
+    assert main(["list", *args]) == 0 and "partial" in capsys.readouterr().out
+    assert main(["reproduce", *args]) == 0
+    assert "resume" in capsys.readouterr().out
+    again = json.loads(rec_path.read_text())
+    assert again["metrics"]["top1"] == first["metrics"]["top1"] and again["metrics"]["steps"] == first["metrics"]["steps"]
+
+
+BAD_INPUTS = [
+    (["paper=nope"], "unknown paper 'nope'"),
+    (["scale=huge"], "unknown scale 'huge'"),
+    (["model.name=no_such_model"], "unknown model model.name='no_such_model'"),
+    (["data.fraction=1.5"], "data.fraction=1.5 is outside (0, 1]"),
+    (["data.fraction=0"], "data.fraction=0 is outside (0, 1]"),
+    (["data=cifar10_jpeg"], "does not exist"),  # REPRO_DATA_DIR points at a missing folder
+    (["tables=[table9]"], "unknown table(s) table9"),
+]
+
+
+@pytest.mark.parametrize("extra,message", BAD_INPUTS)
+def test_bad_input_is_one_line_exit_2_and_loses_nothing(dirs, capsys, monkeypatch, extra, message):
+    pid = dirs["pid"]
+    assert main(["reproduce", *fast_args(pid, "tables=[table1]")]) == 0  # something already written
+    before = snapshot(dirs["results"], dirs["cache"] / "runs")
+    capsys.readouterr()
+    monkeypatch.setenv("REPRO_DATA_DIR", str(dirs["data"] / "missing"))
+    keys = {e.partition("=")[0] for e in extra}
+    args = [a for a in fast_args(pid) if a.partition("=")[0] not in keys] + extra
+    err = one_line_error(capsys, main(["reproduce", *args]))
+    assert message in err
+    assert snapshot(dirs["results"], dirs["cache"] / "runs") == before
+
+
+def test_corrupt_record_stops_before_training(dirs, capsys):
+    pid = dirs["pid"]
+    assert main(["reproduce", *fast_args(pid, "tables=[table1]")]) == 0
+    (path,) = list(dirs["results"].rglob("*.json"))
+    path.write_text('{"run_id": "half-writ')
+    before = snapshot(dirs["results"], dirs["cache"] / "runs")
+    capsys.readouterr()
+    err = one_line_error(capsys, main(["reproduce", *fast_args(pid)]))
+    assert str(path) in err and "unreadable record" in err
+    assert snapshot(dirs["results"], dirs["cache"] / "runs") == before
+    assert main(["list", *fast_args(pid)]) == 0 and "corrupt record" in capsys.readouterr().out
+
+
+def test_checkpoint_from_a_different_config_is_refused(dirs, capsys):
+    pid = dirs["pid"]
+    args = fast_args(pid, "tables=[table2]")
+    assert main(["reproduce", *args]) == 0
+    run_dirs = sorted((dirs["cache"] / "runs" / pid / "tiny").iterdir())
+    assert len(run_dirs) == 2
+    for rec in dirs["results"].rglob("*.json"):
+        rec.unlink()
+    # put run A's checkpoint where run B looks for its own
+    shutil.copy(run_dirs[0] / "last.pt", run_dirs[1] / "last.pt")
+    before = snapshot(dirs["results"], dirs["cache"] / "runs")
+    capsys.readouterr()
+    assert "f50" in run_dirs[1].name  # the first run of the list: the error comes before anything else runs
+    err = one_line_error(capsys, main(["reproduce", *args]))
+    assert "checkpoint was written for config" in err and str(run_dirs[1]) in err
+    assert snapshot(dirs["results"], dirs["cache"] / "runs") == before
+
+
+def test_module_entry_point_error_and_no_outputs_dir(dirs, tmp_path):
+    """`python -m repro` as a user runs it: one line on stderr, exit 2; Hydra leaves no outputs/ behind."""
+    work = tmp_path / "cwd"
+    work.mkdir()
+    bad = subprocess.run([sys.executable, "-m", "repro", "reproduce", "paper=nope", "scale=tiny"],
+                         env=subprocess_env(dirs), cwd=work, capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "unknown paper 'nope'" in bad.stderr
+    ok = subprocess.run([sys.executable, "-m", "repro", "list", f"paper={dirs['pid']}", "scale=tiny"],
+                        env=subprocess_env(dirs), cwd=work, capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0 and "not run" in ok.stdout
+    assert list(work.iterdir()) == []  # no outputs/, no .hydra/
+    assert (dirs["cache"] / "hydra").is_dir()
+
+
+def test_hydra_flags_after_overrides(dirs, capsys):
+    assert main(["reproduce", f"paper={dirs['pid']}", "recipe.epochs=7", "--cfg", "job"]) == 0
+    out = capsys.readouterr().out
+    default_scale = "small" if torch.cuda.is_available() else "tiny"
+    assert "command: reproduce" in out and f"scale: {default_scale}" in out and "epochs: 7" in out
+
+
+def test_unknown_command_and_help(capsys):
+    assert main(["frobnicate"]) == 2 and "unknown command 'frobnicate'" in capsys.readouterr().err
+    assert main(["--help"]) == 0 and "python -m repro reproduce" in capsys.readouterr().out
+
+
+def test_tables_comma_list_seeds_and_multirun(dirs, capsys):
+    pid = dirs["pid"]
+    assert main(["list", *fast_args(pid, "tables=table1,table2", "seeds=2")]) == 0
+    out = capsys.readouterr().out
+    assert "5 run(s)" in out
+    assert main(["list", "-m", *fast_args(pid, "seeds=1,3")]) == 0  # a Hydra sweep: two jobs
+    out = capsys.readouterr().out
+    assert "3 run(s)" in out and "7 run(s)" in out
+
+
+def test_slurm_launcher_config_composes():
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    with initialize_config_dir(config_dir=str(REPO / "repro" / "conf"), version_base=None):
+        cfg = compose("config", overrides=["hydra/launcher=slurm", "scale=full"], return_hydra_config=True)
+    launcher = cfg.hydra.launcher
+    assert launcher._target_.endswith("SlurmLauncher") and launcher.gpus_per_node == 8 and launcher.tasks_per_node == 1
+    assert cfg.runtime.nproc_per_node == "auto" and cfg.data.name == "imagenet"
+
+
+# ------------------------------------------------------------------ every paper: smoke and full dry run
+
+def _papers_with_models(scale):
+    out = []
+    for paper in known_papers():
+        register_models(paper)
+        specs = paper_runs(paper, scale)
+        missing = sorted({s.config["model"]["name"] for s in specs
+                          if s.kind == "train" and not timm.is_model(s.config["model"]["name"])})
+        out.append(pytest.param(paper, marks=pytest.mark.skipif(
+            bool(missing), reason=f"models not registered on this branch: {', '.join(missing)}")))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("paper", _papers_with_models("tiny"))
+def test_every_paper_tiny_smoke_through_records_and_report(paper, dirs, capsys):
+    """CI smoke: each tiny run a few steps (synthetic data where the dataset is missing), then the report."""
+    assert main(["reproduce", f"paper={paper}", "scale=tiny", "smoke=true", "runtime.progress=false"]) == 0
+    recs, bad = records.load_records(paper, root=dirs["results"])
+    assert not bad and len(recs) == len(paper_runs(paper, "tiny"))
+    assert all(r["status"] == "finished" and r["config"]["mode"] == "smoke" for r in recs)
+    try:
+        import repro.report  # noqa: F401
+    except ImportError:
+        return
+    assert any(dirs["results"].joinpath(paper).glob("REPORT*")), "report not rendered"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("paper", _papers_with_models("full"))
+def test_every_paper_full_dry_run(paper, dirs, capsys):
+    """The paper's models at the paper's resolution, two optimizer steps on synthetic data, no record."""
+    assert main(["reproduce", f"paper={paper}", "scale=full", "dry_run=true"]) == 0
+    out = capsys.readouterr().out
+    assert "dry run:" in out and "steps" in out
+    assert not list(dirs["results"].rglob("*.json")) and not (dirs["cache"] / "runs").exists()
+
+
+def test_dry_run_of_the_fake_paper_at_full_scale(dirs, capsys):
+    assert main(["reproduce", f"paper={dirs['pid']}", "scale=full", "dry_run=true", "data.num_classes=20",
+                 "data.img_size=64"]) == 0
+    out = capsys.readouterr().out
+    assert "2 distinct run config(s) of 3" in out and "at 64 px" in out and "2 steps" in out
+    assert not list(dirs["results"].rglob("*.json"))

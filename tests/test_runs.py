@@ -1,0 +1,112 @@
+"""RunSpecs: stable ids, config precedence, loading papers' experiments (fake and ConViT)."""
+import dataclasses
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from repro import runs
+from repro.cli import build_specs
+from repro.runs import ConfigError, RunSpec
+
+from conftest import REPO
+
+CELL = {"row": "f10", "columns": {"deit_top1": "top1"}}
+
+
+def spec(**kw):
+    base = dict(paper="p", table="table2", cell=CELL, scale="tiny", seed=0, config={"model": {"name": "m"}})
+    base.update(kw)
+    return RunSpec(**base)
+
+
+def test_run_id_is_stable_readable_and_tracks_config_seed_scale():
+    a = spec(name="deit")
+    assert a.run_id == spec(name="deit").run_id
+    assert a.run_id.startswith("table2-f10-deit-s0-") and len(a.fingerprint) == 10
+    others = [spec(name="deit", seed=1), spec(name="deit", scale="small"),
+              spec(name="deit", config={"model": {"name": "m2"}})]
+    assert len({a.run_id, *(o.run_id for o in others)}) == 4
+    # dict order does not matter; the label defaults to the model name without repro_
+    assert spec(config={"a": 1, "b": 2}).fingerprint == spec(config={"b": 2, "a": 1}).fingerprint
+    assert spec(config={"model": {"name": "repro_deit_tiny"}}).run_id.startswith("table2-f10-deit_tiny-s0-")
+
+
+def test_bad_specs_are_refused():
+    with pytest.raises(ConfigError, match="kind"):
+        spec(kind="eval")
+    with pytest.raises(ConfigError, match="cell"):
+        spec(cell={"row": "f10"})
+    with pytest.raises(ConfigError, match="same run id"):
+        runs.check_unique([spec(), spec()])
+
+
+def test_resolve_precedence_base_spec_overrides_mode():
+    base = {"model": {"name": "base", "kwargs": {"depth": 12}}, "recipe": {"lr": 1, "epochs": 300},
+            "runtime": {"device": "cpu"}, "paper": "ignored"}
+    s = spec(config={"recipe": {"epochs": 5}, "model": {"name": "paper"}})
+    r = runs.resolve(s, base, overrides={"recipe": {"lr": 2}}, mode={"mode": "smoke", "recipe": {"epochs": 1}})
+    assert r.config == {"model": {"name": "paper", "kwargs": {"depth": 12}}, "recipe": {"lr": 2, "epochs": 1},
+                        "mode": "smoke"}
+    assert r.run_id != runs.resolve(s, base).run_id  # smoke runs never share an id with real ones
+    assert s.config == {"recipe": {"epochs": 5}, "model": {"name": "paper"}}  # inputs untouched
+
+
+def test_unknown_paper_scale_table_and_seeds(dirs):
+    with pytest.raises(ConfigError, match="unknown paper 'nope'.*convit"):
+        runs.paper_runs("nope", "tiny")
+    with pytest.raises(ConfigError, match="unknown scale 'huge'"):
+        runs.paper_runs(dirs["pid"], "huge")
+    with pytest.raises(ConfigError, match="unknown table.*table9.*table1, table2"):
+        runs.paper_runs(dirs["pid"], "tiny", tables=["table9"])
+    with pytest.raises(ConfigError, match="seeds"):
+        runs.paper_runs(dirs["pid"], "tiny", seeds=0)
+    assert dirs["pid"] in runs.known_papers() and "convit" in runs.known_papers()
+    assert {s.table for s in runs.paper_runs(dirs["pid"], "tiny", tables=["table1"])} == {"table1"}
+    assert len(runs.paper_runs(dirs["pid"], "tiny", seeds=3)) == 2 * 3 + 1
+
+
+def test_import_object_errors():
+    assert runs.import_object("repro.runs:deep_merge") is runs.deep_merge
+    for bad, msg in [("repro.runs.deep_merge", "package.module:function"), ("no_such_mod:f", "cannot import"),
+                     ("repro.runs:nothing", "no attribute")]:
+        with pytest.raises(ConfigError, match=msg):
+            runs.import_object(bad)
+
+
+def composed(scale: str) -> dict:
+    with initialize_config_dir(config_dir=str(REPO / "repro" / "conf"), version_base=None):
+        return OmegaConf.to_container(compose("config", overrides=[f"scale={scale}", "paper=convit"]), resolve=True)
+
+
+def test_convit_table2_cells_at_every_scale():
+    """keys.md: rows f5..f100; a DeiT run fills deit_top1/deit_top5 from metrics top1/top5."""
+    expected_models = {"tiny": ("repro_deit_tiny_c32", "repro_convit_tiny_c32"),
+                       "small": ("repro_deit_tiny_c32", "repro_convit_tiny_c32"),
+                       "full": ("repro_deit_small", "repro_convit_small")}
+    for scale, seeds in (("tiny", 1), ("small", 3), ("full", 1)):
+        specs = build_specs(composed(scale))
+        assert len(specs) == 5 * 2 * seeds
+        assert {s.cell["row"] for s in specs} == {"f5", "f10", "f30", "f50", "f100"}
+        f10_deit = [s for s in specs if s.cell["row"] == "f10" and s.name == "deit" and s.seed == 0][0]
+        assert f10_deit.cell == {"row": "f10", "columns": {"deit_top1": "top1", "deit_top5": "top5"}}
+        assert f10_deit.config["data"]["fraction"] == 0.1
+        assert {s.config["model"]["name"] for s in specs} == set(expected_models[scale])
+        assert f10_deit.config["recipe"]["scale_epochs_with_fraction"] is True
+        if scale == "full":  # the paper's protocol: ImageNet at 224, DeiT recipe, 300 epochs
+            assert f10_deit.config["data"]["name"] == "imagenet" and f10_deit.config["data"]["img_size"] == 224
+            assert f10_deit.config["recipe"]["epochs"] == 300 and f10_deit.config["recipe"]["batch_size"] == 1024
+            assert f10_deit.config["recipe"]["repeated_aug"] is True
+        else:
+            assert f10_deit.config["data"]["name"] == "cifar10_jpeg" and f10_deit.config["data"]["img_size"] == 32
+    # --seeds changes the seed count, tables filters, shards split the list without overlap
+    c = composed("small")
+    assert len(build_specs({**c, "seeds": 1})) == 10
+    parts = [build_specs({**c, "num_shards": 3, "shard": k}) for k in range(3)]
+    ids = [s.run_id for p in parts for s in p]
+    assert len(ids) == len(set(ids)) == 30
+
+
+def test_spec_is_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec().seed = 3
