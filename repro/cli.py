@@ -210,12 +210,17 @@ def reproduce(cfg: DictConfig) -> int:
 
 
 def _build_report(paper: str) -> None:
+    """Rebuild the paper's report and the index from all its records (the report never trains)."""
+    from .report.build import UnknownPaper, build_all
+
     try:
-        from .report import build_report
-    except ImportError:
-        print("note: repro.report is not available; records are written, no report built")
+        written, errors = build_all(results_dir=records.results_root(), only=[paper])
+    except UnknownPaper:
+        print(f"note: papers/{paper}/paper.yaml does not exist; records are written, no report built")
         return
-    build_report(paper)
+    for pid, e in errors.items():
+        print(f"report problem in {pid}: {e}")
+    print(f"report: {records.results_root() / paper / 'report.html'}")
 
 
 def dry_run(specs: list[RunSpec], c: dict) -> int:

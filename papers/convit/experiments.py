@@ -22,7 +22,7 @@ FRACTIONS = {"f5": 0.05, "f10": 0.10, "f30": 0.30, "f50": 0.50, "f100": 1.00}
 PROTOCOL = {
     "tiny": {
         "models": {"deit": ("repro_deit_tiny_c32", {"depth": 4, "embed_dim": 96, "num_heads": 3, "patch_size": 8}),
-                   "convit": ("repro_convit_tiny_c32", {"depth": 4, "embed_dim": 96, "num_heads": 4, "patch_size": 8})},
+                   "convit": ("repro_convit_tiny_c32", {"depth": 4, "gpsa_layers": 3, "embed_dim": 96, "num_heads": 4, "patch_size": 8})},
         "epochs": 5, "seeds": 1, "data": {"max_per_class": 300},
     },
     "small": {

@@ -1,0 +1,77 @@
+"""Datasets and loaders for training runs.
+
+``build_data(data_cfg, recipe_cfg, ...)`` picks the pipeline:
+- ``tensor`` (CIFAR-sized data at its own resolution, synthetic): decoded once into a cached uint8
+  tensor, held on the device, augmented per batch there (``batch_aug``);
+- ``loader`` (ImageNet-scale folders, or small data resized up): timm transforms in DataLoader
+  workers (``image_loader``).
+``data.pipeline=tensor|loader`` forces one; ``auto`` chooses as above.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .batch_aug import BatchAugment, Normalize
+from .image_loader import ImageEvalLoader, ImageTrainLoader
+from .sources import DATASETS, DataError, data_root, fraction_indices, open_split
+from .subsets import FractionError, check_fraction, class_balanced_indices
+from .tensor_cache import decoded
+from .tensor_loader import TensorEvalLoader, TensorTrainLoader
+
+__all__ = ["Data", "build_data", "DataError", "FractionError", "data_root", "open_split",
+           "class_balanced_indices", "check_fraction", "DATASETS"]
+
+NATIVE_SIZE = {"cifar10": 32, "cifar100": 32, "cifar10_jpeg": 32}
+
+
+@dataclass
+class Data:
+    train: Any                     # .epoch(e) -> iterator of (x, y); .steps_per_epoch
+    test: Any                      # .batches() -> iterator of (x, y)
+    num_classes: int
+    info: dict = field(default_factory=dict)
+
+
+def choose_pipeline(cfg: dict) -> str:
+    choice = cfg.get("pipeline", "auto")
+    if choice in ("tensor", "loader"):
+        return choice
+    if choice != "auto":
+        raise DataError(f"data.pipeline={choice!r}: use tensor, loader or auto")
+    native = NATIVE_SIZE.get(cfg["name"], int(cfg["img_size"]) if cfg["name"] == "synthetic" else None)
+    return "tensor" if native == int(cfg["img_size"]) else "loader"
+
+
+def build_data(cfg: dict, recipe: dict, *, seed: int, rank: int = 0, world: int = 1, device="cpu",
+               num_workers: int = 0) -> Data:
+    """Train loader (class-balanced fraction) and test loader for one run, this rank's share."""
+    fraction = check_fraction(cfg.get("fraction", 1.0))
+    batch = int(recipe["batch_size"])
+    if batch % world:
+        raise DataError(f"recipe.batch_size={batch} does not split over {world} processes")
+    per_rank = batch // world
+    train_split, test_split = open_split(cfg, "train"), open_split(cfg, "test")
+    keep = fraction_indices(train_split, fraction)
+    num_classes = int(cfg.get("num_classes") or len(train_split.classes))
+    pipeline = choose_pipeline(cfg)
+    eval_batch = max(1, int(recipe.get("eval_batch_size", 256)) // world)
+    repeats = 3 if recipe.get("repeated_aug") else 1
+    if pipeline == "tensor":
+        images, labels = decoded(train_split)
+        train = TensorTrainLoader(images[keep], labels[keep], per_rank, BatchAugment(recipe, cfg, device),
+                                  seed, rank, world, repeats, device)
+        test_images, test_labels = decoded(test_split)
+        test = TensorEvalLoader(test_images, test_labels, eval_batch,
+                                Normalize(cfg["mean"], cfg["std"], int(cfg["img_size"]), device),
+                                rank, world, device)
+    else:
+        train = ImageTrainLoader(train_split.subset(keep), recipe, cfg, per_rank, seed, rank, world,
+                                 num_workers, device)
+        test = ImageEvalLoader(test_split, cfg, eval_batch, rank, world, num_workers, device)
+    if train.steps_per_epoch == 0:
+        raise DataError(f"{train_split.name}: {len(keep)} training images (fraction {fraction}) make no "
+                        f"full batch of {batch}; lower recipe.batch_size or raise data.fraction")
+    info = {"train": train_split.name, "test": test_split.name, "train_images": len(keep),
+            "test_images": len(test_split), "pipeline": pipeline, "num_classes": num_classes}
+    return Data(train=train, test=test, num_classes=num_classes, info=info)

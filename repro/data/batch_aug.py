@@ -1,0 +1,102 @@
+"""DeiT's small-image train transform applied to whole uint8 batches, on the GPU when there is one.
+
+Order as in DeiT/ConViT's ``build_transform`` for 32 px inputs: random crop with 4 px zero padding,
+horizontal flip, RandAugment, normalise, random erasing (Mixup/CutMix follow in the train loop).
+
+RandAugment on this path is torchvision's ``transforms.v2.RandAugment`` (14 ops, ``num_ops`` n and
+magnitude m read from timm's policy string ``rand-m9-n2-...``; ``num_magnitude_bins=11`` so m9 is
+90 % of each op's range, as in timm; fill = dataset mean). It runs on groups of
+``data.aug_group`` images that share one draw of ops, since one call per image would cost a kernel
+launch per image. Against timm's PIL ``rand-m9-mstd0.5-inc1`` it differs in: no magnitude noise
+(mstd), ops always applied (timm applies each with p=0.5; torchvision has an Identity op instead),
+torchvision's op set and the per-group (not per-image) op choice. Crop, flip and erasing are
+per image.
+"""
+from __future__ import annotations
+
+import re
+
+import torch
+import torch.nn.functional as F
+from timm.data.random_erasing import RandomErasing
+from torchvision.transforms import v2
+
+
+def parse_rand_augment(policy: str | None) -> tuple[int, int] | None:
+    """timm policy 'rand-m9-mstd0.5-inc1' -> (num_ops=2, magnitude=9); None/'' -> None."""
+    if not policy:
+        return None
+    parts = str(policy).split("-")
+    if parts[0] != "rand":
+        raise ValueError(f"recipe.aa={policy!r}: the tensor pipeline runs RandAugment ('rand-m9-...') "
+                         f"only; use data.pipeline=loader for other policies")
+    n, m = 2, 10
+    for p in parts[1:]:
+        key, val = re.match(r"([a-z]+)([\d.]*)", p).groups()
+        if key == "m":
+            m = int(float(val))
+        elif key == "n":
+            n = int(val)
+    return n, m
+
+
+class Normalize:
+    """uint8 N,3,H,W -> float, resized to ``img_size`` if needed, minus mean over std."""
+
+    def __init__(self, mean, std, img_size: int, device):
+        self.mean = torch.tensor(mean, device=device).view(1, 3, 1, 1) * 255
+        self.std = torch.tensor(std, device=device).view(1, 3, 1, 1) * 255
+        self.img_size = img_size
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.float()
+        if x.shape[-1] != self.img_size or x.shape[-2] != self.img_size:
+            x = F.interpolate(x, size=self.img_size, mode="bicubic", antialias=True, align_corners=False)
+        return (x - self.mean) / self.std
+
+
+def random_crop(x: torch.Tensor, padding: int, gen: torch.Generator) -> torch.Tensor:
+    """Per-image random crop of the zero-padded batch back to its size (torchvision RandomCrop)."""
+    if padding <= 0:
+        return x
+    n, _, h, w = x.shape
+    padded = F.pad(x, (padding, padding, padding, padding))
+    oy = torch.randint(0, 2 * padding + 1, (n, 1), generator=gen, device=gen.device).to(x.device)
+    ox = torch.randint(0, 2 * padding + 1, (n, 1), generator=gen, device=gen.device).to(x.device)
+    rows = (oy + torch.arange(h, device=x.device))[:, :, None]          # n,h,1
+    cols = (ox + torch.arange(w, device=x.device))[:, None, :]          # n,1,w
+    batch = torch.arange(n, device=x.device)[:, None, None]
+    return padded.permute(0, 2, 3, 1)[batch, rows, cols].permute(0, 3, 1, 2).contiguous()
+
+
+def random_flip(x: torch.Tensor, p: float, gen: torch.Generator) -> torch.Tensor:
+    flip = (torch.rand(x.shape[0], generator=gen, device=gen.device) < p).to(x.device)
+    return torch.where(flip[:, None, None, None], x.flip(-1), x)
+
+
+class BatchAugment:
+    """The train transform for a batch (see module docstring); call with a per-epoch generator."""
+
+    def __init__(self, recipe: dict, data: dict, device):
+        self.padding = int(data.get("crop_padding", 4))
+        self.hflip = float(recipe.get("hflip", 0.5))
+        ra = parse_rand_augment(recipe.get("aa"))
+        fill = [round(255 * m) for m in data["mean"]]
+        self.rand_augment = None if ra is None else v2.RandAugment(
+            num_ops=ra[0], magnitude=ra[1], num_magnitude_bins=11, fill=fill)
+        self.group = max(1, int(data.get("aug_group", 16)))
+        self.normalize = Normalize(data["mean"], data["std"], int(data["img_size"]), device)
+        reprob = float(recipe.get("reprob", 0.0))
+        self.erase = None if reprob <= 0 else RandomErasing(
+            reprob, mode=recipe.get("remode", "pixel"), max_count=int(recipe.get("recount", 1)),
+            device=device)
+
+    def __call__(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        x = random_crop(x, self.padding, gen)
+        x = random_flip(x, self.hflip, gen)
+        if self.rand_augment is not None:
+            x = torch.cat([self.rand_augment(chunk) for chunk in x.split(self.group)])
+        x = self.normalize(x)
+        if self.erase is not None:
+            x = self.erase(x)
+        return x

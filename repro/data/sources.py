@@ -1,0 +1,173 @@
+"""Where datasets live and how a split is listed: torchvision CIFAR, ImageFolder trees, synthetic.
+
+A split is an *ordered* list of images with labels (files sorted per class, or CIFAR's batch order),
+so "the first k images of each class" means the same thing everywhere. The data root is
+``REPRO_DATA_DIR`` (default ``./data``); a missing dataset is one error line that says where we
+looked, the layout we expect and how to get it.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+from PIL import Image
+
+from .subsets import class_balanced_indices
+from .synthetic import SyntheticImages
+
+IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+
+
+class DataError(FileNotFoundError):
+    """A dataset that is not where the config says (one line: path, expected layout, remedy)."""
+
+
+def data_root() -> Path:
+    """``REPRO_DATA_DIR`` or ``./data``."""
+    return Path(os.environ.get("REPRO_DATA_DIR", "data"))
+
+
+# name -> (folder under the data root, train split, test split, how to get it)
+FOLDERS = {
+    "cifar10_jpeg": ("cifar10-jpeg", "train", "test",
+                     "unpack the CIFAR-10 JPEG archive there: tar -xJf cifar10-jpeg.tar.xz -C <data root>"),
+    "imagenet": ("imagenet", "train", "val",
+                 "extract ILSVRC-2012 train/ and val/ (val sorted into class folders) there"),
+}
+TORCHVISION = {"cifar10": ("CIFAR10", "cifar-10-batches-py", 10), "cifar100": ("CIFAR100", "cifar-100-python", 100)}
+DATASETS = ("synthetic", "folder", *FOLDERS, *TORCHVISION)
+
+
+@dataclass
+class Split:
+    """One ordered split. Exactly one of files / array / synthetic holds the pixels."""
+    name: str
+    labels: list[int]
+    classes: list[str]
+    files: list[Path] | None = None
+    array: np.ndarray | None = None          # uint8 N,H,W,3 (torchvision CIFAR)
+    synthetic: SyntheticImages | None = None
+    index: list[int] = field(default_factory=list)  # rows of array / synthetic that we keep
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def subset(self, keep: Sequence[int]) -> "Split":
+        return replace(self, labels=[self.labels[i] for i in keep],
+                       files=None if self.files is None else [self.files[i] for i in keep],
+                       index=[self.index[i] for i in keep] if self.index else list(keep))
+
+    def pil(self, i: int) -> Image.Image:
+        """Image i as RGB PIL (the loader path)."""
+        if self.files is not None:
+            with Image.open(self.files[i]) as im:
+                return im.convert("RGB")
+        if self.array is not None:
+            return Image.fromarray(self.array[self.index[i]])
+        return Image.fromarray(self.synthetic.image(self.index[i]))
+
+
+def _missing(name: str, where: Path, layout: str, how: str) -> DataError:
+    root = data_root()
+    if not root.exists():
+        return DataError(f"data root {root.resolve()} does not exist (REPRO_DATA_DIR="
+                         f"{os.environ.get('REPRO_DATA_DIR', 'unset, default ./data')}); create it with "
+                         f"{name} laid out as {layout}, or point REPRO_DATA_DIR at it")
+    return DataError(f"dataset {name} not found at {where.resolve()}; expected {layout}; {how}")
+
+
+def _folder_split(name: str, split_dir: Path) -> Split:
+    """ImageFolder listing: classes = sorted sub-folders, files sorted within each (ConViT's order)."""
+    classes = sorted(d.name for d in split_dir.iterdir() if d.is_dir())
+    files, labels = [], []
+    for c, cls in enumerate(classes):
+        for dirpath, _, fnames in sorted(os.walk(split_dir / cls, followlinks=True)):
+            for f in sorted(fnames):
+                if f.lower().endswith(IMG_EXTENSIONS):
+                    files.append(Path(dirpath) / f)
+                    labels.append(c)
+    if not files:
+        raise DataError(f"no images in {split_dir.resolve()}; expected <class>/<image> files with "
+                        f"extensions {', '.join(IMG_EXTENSIONS)}")
+    return Split(name=name, labels=labels, classes=classes, files=files)
+
+
+def _synthetic(cfg: dict, split: str) -> Split:
+    per_class = cfg.get("max_per_class" if split == "train" else "test_max_per_class") or (
+        50 if split == "train" else 10)
+    images = SyntheticImages(num_classes=int(cfg.get("num_classes") or 10), img_size=int(cfg["img_size"]),
+                             per_class=int(per_class), split_seed=0 if split == "train" else 1)
+    return Split(name=f"synthetic/{split}", labels=images.labels(), synthetic=images,
+                 classes=[f"class{c}" for c in range(images.num_classes)], index=list(range(len(images))))
+
+
+def _locate(cfg: dict, split: str) -> Split:
+    name, root = cfg["name"], data_root()
+    if name == "synthetic":
+        return _synthetic(cfg, split)
+    if name in TORCHVISION:
+        cls_name, folder, _ = TORCHVISION[name]
+        if not (root / folder).is_dir() and not cfg.get("download"):
+            raise _missing(name, root / folder, f"<data root>/{folder}/ (torchvision's {cls_name} files)",
+                           f"add data.download=true to download it with torchvision, or set REPRO_DATA_DIR")
+        import torchvision
+        try:
+            ds = getattr(torchvision.datasets, cls_name)(str(root), train=split == "train",
+                                                         download=bool(cfg.get("download")))
+        except RuntimeError as e:  # corrupt or partial download
+            raise DataError(f"{name} at {root.resolve()}: {e}; delete {root / folder} and download again") from None
+        return Split(name=f"{name}/{split}", labels=[int(t) for t in ds.targets], classes=list(ds.classes),
+                     array=ds.data, index=list(range(len(ds.targets))))
+    if name == "folder":
+        if not cfg.get("path"):
+            raise DataError("data=folder needs data.path=<folder holding train/ and the test split>")
+        base, train_split, test_split = Path(cfg["path"]), "train", cfg.get("test_split") or "val"
+        if not base.is_absolute():
+            base = root / base
+        how = "point data.path at an ImageFolder tree"
+    elif name in FOLDERS:
+        folder, train_split, test_split, how = FOLDERS[name]
+        base = root / folder
+    else:
+        raise DataError(f"unknown dataset data.name={name!r}; use one of {', '.join(DATASETS)}")
+    split_name = train_split if split == "train" else test_split
+    layout = f"<data root>/{base.name}/{{{train_split},{test_split}}}/<class>/<image>"
+    if not (base / split_name).is_dir():
+        raise _missing(name, base / split_name, layout, how)
+    return _folder_split(f"{name}/{split}", base / split_name)
+
+
+def open_split(cfg: dict, split: str) -> Split:
+    """The split named by a data config, limited to its first ``max_per_class`` images per class.
+
+    The training fraction is taken later (``fraction_indices``) so that every fraction shares one
+    decoded copy. Falls back to synthetic images of the same size and class count when the dataset
+    is missing and ``data.allow_synthetic`` is set (smoke mode); the split name then says so.
+    """
+    try:
+        if cfg.get("synthetic"):  # dry runs: the configured dataset's shape, synthetic pixels
+            s = _synthetic(cfg, split)
+        else:
+            s = _locate(cfg, split)
+    except DataError as e:
+        if not cfg.get("allow_synthetic"):
+            raise
+        s = _synthetic(cfg, split)
+        s.name = f"synthetic/{split} (stand-in: {str(e).split(';')[0]})"
+    keep = class_balanced_indices(s.labels, 1.0, cfg.get("max_per_class" if split == "train"
+                                                         else "test_max_per_class"))
+    if split != "train" and cfg.get("test_limit"):
+        keep = keep[:int(cfg["test_limit"])]
+    return s.subset(keep)
+
+
+def fraction_indices(split: Split, fraction: float) -> list[int]:
+    """Rows of a training split that form its class-balanced fraction; error if none are left."""
+    keep = class_balanced_indices(split.labels, fraction)
+    if not keep:
+        raise DataError(f"{split.name}: data.fraction={fraction} of {len(split)} images keeps none; "
+                        f"raise data.fraction or data.max_per_class")
+    return keep

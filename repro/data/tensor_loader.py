@@ -1,0 +1,61 @@
+"""Batches from a device-resident uint8 tensor: the fast path for CIFAR-sized data (airbench-style).
+
+The whole (fraction of the) training set sits on the device; an epoch is a permutation, a batch is
+an index, augmentation runs on the batch. Randomness comes from generators seeded by (seed, epoch,
+rank), so an epoch replays exactly after a resume.
+"""
+from __future__ import annotations
+
+import math
+from typing import Iterator
+
+import torch
+
+from .batch_aug import BatchAugment, Normalize
+
+
+def _generator(device: torch.device, seed: int) -> torch.Generator:
+    return torch.Generator(device=device).manual_seed(seed)
+
+
+class TensorTrainLoader:
+    """``epoch(e)`` yields (normalised augmented images, labels) of this rank's share of epoch e."""
+
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor, batch_size: int, augment: BatchAugment,
+                 seed: int, rank: int = 0, world: int = 1, repeats: int = 1, device="cpu"):
+        self.device = torch.device(device)
+        self.images, self.labels = images.to(self.device), labels.to(self.device)
+        self.batch_size, self.augment, self.seed = batch_size, augment, seed
+        self.rank, self.world, self.repeats = rank, world, max(1, int(repeats))
+        self.per_rank = len(self.labels) // world
+        self.steps_per_epoch = self.per_rank // batch_size
+
+    def __len__(self) -> int:
+        return self.steps_per_epoch
+
+    def epoch(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        n = len(self.labels)
+        order = torch.randperm(n, generator=_generator(self.device, 1_000_003 * self.seed + epoch),
+                               device=self.device)
+        if self.repeats > 1:  # repeated augmentation (DeiT's RASampler): each image r times in a row
+            order = order[:math.ceil(n / self.repeats)].repeat_interleave(self.repeats)[:n]
+        mine = order[self.rank::self.world][:self.per_rank]
+        gen = _generator(self.device, 1_000_003 * self.seed + 7919 * epoch + 104_729 * (self.rank + 1))
+        b = self.batch_size
+        for s in range(self.steps_per_epoch):
+            idx = mine[s * b:(s + 1) * b]
+            yield self.augment(self.images[idx], gen), self.labels[idx]
+
+
+class TensorEvalLoader:
+    """``batches()`` yields this rank's share of the test set, normalised, in order."""
+
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor, batch_size: int, normalize: Normalize,
+                 rank: int = 0, world: int = 1, device="cpu"):
+        device = torch.device(device)
+        self.images, self.labels = images[rank::world].to(device), labels[rank::world].to(device)
+        self.batch_size, self.normalize = batch_size, normalize
+
+    def batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        for i in range(0, len(self.labels), self.batch_size):
+            yield self.normalize(self.images[i:i + self.batch_size]), self.labels[i:i + self.batch_size]
