@@ -12,7 +12,7 @@ $(PY):
 	$(PY) -m pip install -q --upgrade pip
 
 install: $(PY)
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q -e ".[dev,slurm]"
 
 test: $(PY)
 	$(PY) -m pytest -q
