@@ -6,13 +6,13 @@ each, the mixing term on a patch-grid CutMix of the (already Mixup/CutMix-ed) ba
 model is probed at the end for Figure 2's layer-wise CosSim and attention std (probes.py).
 
 Scales (protocol and every deviation: papers/oversmoothing/README.md):
-- tiny:  CPU minutes for the whole paper. CIFAR-10 (JPEG copy) at 32 px, the first 200 / 50 images per
-         class, 3 epochs, width-64 4-head DeiT of depth 12 and 24 with patch 8 (a 4x4 grid), 1 seed.
-         Runs Figure 2, Table 1 (all seven loss combinations), Table 4 (standard, - random erasing,
-         - drop path, depth 24) and Table 2's model sizes; Tables 3 and 5 and Table 4's - repeated
-         augmentation / - mixup rows only at small and full.
+- tiny:  CPU minutes for the whole paper (a smoke test: the models barely train). CIFAR-10 (JPEG copy)
+         at 32 px, the first 150 / 50 images per class, 3 epochs, width-48 3-head DeiT of depth 12 and 24
+         with patch 8 (a 4x4 grid), 1 seed. Runs Figure 2, Table 1 without its two cosine pairs, Table 4's
+         standard / - random erasing / - drop path / depth-24 rows and Table 2's model sizes; Tables 3
+         and 5 and Table 4's - repeated augmentation / - mixup rows only at small and full.
 - small: one GPU. The whole CIFAR-10 training set at 32 px, DeiT-Ti width (192, 3 heads) with patch 4 at
-         depth 12 and 24, the small scale's 20-epoch recipe (27 for the "longer training" rows), 3 seeds.
+         depth 12 and 24, the small scale's 20-epoch recipe (27 for the "400 epochs" rows), 3 seeds.
 - full:  ImageNet-1k at 224 px, DeiT-B (DeiT-S for Table 2's S rows). DeiT rows: the DeiT recipe (drop
          path 0.1, repeated augmentation, 300 epochs). Rows with the losses: the release's recipe (drop
          path 0.5, no repeated augmentation, 300 epochs); refined rows with talking heads: 400 epochs,
