@@ -22,7 +22,7 @@ KINDS = ("train", "probe")
 SCALES = ("tiny", "small", "full")
 # Top-level config keys that describe what a run measures (hashed into its id); everything else
 # in the Hydra config (runtime, command, ...) changes how it runs, not what it measures.
-RUN_KEYS = ("model", "data", "recipe", "probes", "losses", "probe", "mode")
+RUN_KEYS = ("model", "data", "recipe", "probes", "losses", "objective", "probe", "mode")
 
 
 def cache_root() -> Path:

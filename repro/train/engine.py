@@ -19,10 +19,10 @@ from tqdm import tqdm
 
 from ..data import build_data
 from ..records import _jsonable
-from ..runs import RunSpec, run_dir
+from ..runs import ConfigError, RunSpec, run_dir
 from . import checkpoint
 from .ddp import Dist, all_reduce, barrier
-from .hooks import ProbeContext, build_losses, probe_list, run_probes
+from .hooks import ObjectiveStep, ProbeContext, build_losses, build_objective, probe_list, run_probes
 from .logs import TensorBoard, summary_line, write_csv
 from .model import create_model
 from .recipe import (build_criterion, build_ema, build_mixup, build_optimizer, build_scheduler,
@@ -119,14 +119,20 @@ def train(spec: RunSpec, rt: Runtime) -> Result:
     model = create_model(cfg, data.num_classes).to(d.device)
     losses = build_losses(cfg.get("losses"), model)
     probes = probe_list(cfg.get("probes"))
+    mixup = build_mixup(recipe, data.num_classes)
+    criterion = build_criterion(recipe, mixup)
+    objective = build_objective(cfg.get("objective"), model, criterion, data.num_classes)
+    if objective is not None:
+        if losses:
+            raise ConfigError("config sets both 'objective' and 'losses': extra loss terms read the engine's "
+                              "own logits, which an objective replaces; compute them inside the objective")
+        objective.to(d.device)
     ema = build_ema(model, recipe)
-    optimizer = build_optimizer(model, recipe)
+    optimizer = build_optimizer(model, recipe, extra=objective)
     epochs, steps_per_epoch = run_epochs(recipe, cfg["data"]), data.train.steps_per_epoch
     max_steps = int(recipe.get("max_steps") or 0)
     total_steps = min(epochs * steps_per_epoch, max_steps or epochs * steps_per_epoch)
     scheduler = build_scheduler(optimizer, recipe, epochs, steps_per_epoch)
-    mixup = build_mixup(recipe, data.num_classes)
-    criterion = build_criterion(recipe, mixup)
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(rt.amp) if d.device.type == "cuda" else None
     scaler = torch.amp.GradScaler("cuda", enabled=amp_dtype is torch.float16)
     clip = recipe.get("clip_grad")
@@ -142,15 +148,18 @@ def train(spec: RunSpec, rt: Runtime) -> Result:
         scaler.load_state_dict(state["scaler"])
         if ema is not None:
             checkpoint.restore_module(ema, state["ema"], ckpt_path)
+        if objective is not None:
+            checkpoint.restore_module(objective, state["objective"], ckpt_path)
         rngs = state["rng"]
         checkpoint.set_rng_state(rngs[d.rank] if len(rngs) == d.world_size else rngs[0])
         start_epoch, step, history, spent = state["epoch"], state["step"], state["history"], state["spent"]
     else:
         seed_all(spec.seed + d.rank)
 
-    train_model = model
+    train_model = model if objective is None else ObjectiveStep(model, objective)
     if d.world_size > 1:
-        train_model = DistributedDataParallel(model, device_ids=[d.device.index] if d.device.type == "cuda" else None)
+        train_model = DistributedDataParallel(train_model,
+                                              device_ids=[d.device.index] if d.device.type == "cuda" else None)
     if rt.compile:
         train_model = torch.compile(train_model)
 
@@ -174,21 +183,27 @@ def train(spec: RunSpec, rt: Runtime) -> Result:
             break
         model.train()
         t_epoch = time.perf_counter()
-        loss_sum, n_loss, window, epoch_steps = 0.0, 0, [], 0
+        loss_sum, n_loss, window, epoch_steps, term_sums = 0.0, 0, [], 0, {}
         for x, y in data.train.epoch(epoch):
             targets = y
             if mixup is not None:
                 x, targets = mixup(x, y)
             with torch.autocast(d.device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-                logits = train_model(x)
-                loss = criterion(logits, targets)
-                for t in losses:
-                    loss = loss + t.weight * t.term(x, targets, logits)
+                if objective is None:
+                    logits = train_model(x)
+                    loss = criterion(logits, targets)
+                    for t in losses:
+                        loss = loss + t.weight * t.term(x, targets, logits)
+                else:
+                    loss, terms = train_model(x, targets)
+                    for k, v in terms.items():  # summed on the device: no host sync per step
+                        term_sums[k] = term_sums.get(k, 0.0) + v.detach().float()
             optimizer.zero_grad(set_to_none=True)
             scaler.scale(loss).backward()
             if clip:
                 scaler.unscale_(optimizer)
-                torch.nn.utils.clip_grad_norm_(model.parameters(), float(clip))
+                trained = [p for g in optimizer.param_groups for p in g["params"]]  # model and objective
+                torch.nn.utils.clip_grad_norm_(trained, float(clip))
             scaler.step(optimizer)
             scaler.update()
             step += 1
@@ -221,6 +236,7 @@ def train(spec: RunSpec, rt: Runtime) -> Result:
         row = {"epoch": epoch, "step": step, "train_loss": loss_sum / max(1, n_loss),
                "lr": optimizer.param_groups[0]["lr"], "epoch_s": epoch_s,
                "images_per_s": epoch_steps * global_batch / max(epoch_s, 1e-9)}
+        row.update({f"loss_{k}": float(v) / max(1, epoch_steps) for k, v in term_sums.items()})
         last = epoch == epochs - 1 or (bool(max_steps) and step >= max_steps)
         if last or (eval_every and (epoch + 1) % eval_every == 0):
             row.update(evaluate(model, data.test, d, amp_dtype))
@@ -247,7 +263,8 @@ def train(spec: RunSpec, rt: Runtime) -> Result:
                 "fingerprint": spec.fingerprint, "run_id": spec.run_id, "epoch": epoch + 1, "step": step,
                 "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                 "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(),
-                "ema": ema.state_dict() if ema is not None else None, "rng": rngs,
+                "ema": ema.state_dict() if ema is not None else None,
+                "objective": objective.state_dict() if objective is not None else None, "rng": rngs,
                 "history": history, "spent": spent_now})
         barrier(d)
     bar.close()
@@ -262,7 +279,7 @@ def train(spec: RunSpec, rt: Runtime) -> Result:
         metrics.update({k: v for k, v in evaluated[-1].items() if k.startswith(("top", "ema_", "eval_"))})
         metrics["best_top1"] = max(r["top1"] for r in evaluated)
     if history:
-        metrics["train_loss"] = history[-1]["train_loss"]
+        metrics.update({k: v for k, v in history[-1].items() if k == "train_loss" or k.startswith("loss_")})
     if status == "diverged":
         metrics["diverged_step"] = diverged_step
     elif probes and d.is_main:

@@ -10,6 +10,13 @@ A train run's config may list
   is called once on the bare model (before compile / DDP, so it may register forward hooks to read
   features) and returns ``term(images, targets, logits) -> scalar tensor``; the loss trained is
   the recipe's criterion + sum of weight x term.
+- ``objective``: ``{"fn": "pkg.mod:factory", **kwargs}``, for losses that must change the batch or run
+  the model themselves (e.g. mixing patches across images). ``factory(model, criterion=...,
+  num_classes=..., **kwargs)`` gets the bare model and the recipe's criterion and returns an
+  ``nn.Module`` called as ``objective(images, targets) -> (loss, {term name: scalar})`` in place of
+  ``criterion(model(images), targets)``. Its own parameters (e.g. an extra head) are trained with the
+  model and checkpointed; each term's epoch mean is logged as ``loss_<name>``. It replaces the
+  default path, so it cannot be combined with ``losses`` (which read the engine's logits).
 Only rank 0 runs probes. No framework beyond this: a probe is a function, a loss is a closure.
 """
 from __future__ import annotations
@@ -18,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
+from torch import nn
 
 from ..runs import ConfigError, import_object
 
@@ -56,6 +64,31 @@ def build_losses(items, model: torch.nn.Module) -> list[LossTerm]:
         weight = float(e.pop("weight", 1.0))
         terms.append(LossTerm(getattr(factory, "__name__", "loss"), weight, factory(model, **e)))
     return terms
+
+
+def build_objective(entry, model: nn.Module, criterion, num_classes: int) -> nn.Module | None:
+    """The configured training objective, or None for the default criterion(model(images), targets)."""
+    if not entry:
+        return None
+    e = _entries([entry])[0]
+    name = e.pop("fn")
+    objective = import_object(name)(model, criterion=criterion, num_classes=num_classes, **e)
+    if not isinstance(objective, nn.Module):
+        raise ConfigError(f"objective {name!r} returned {type(objective).__name__}; the factory must return an "
+                          f"nn.Module called as objective(images, targets) -> (loss, terms)")
+    return objective
+
+
+class ObjectiveStep(nn.Module):
+    """Model and objective as one module, so that DDP syncs the objective's parameters too and the
+    objective's forward (which runs the model) goes through the DDP wrapper."""
+
+    def __init__(self, model: nn.Module, objective: nn.Module):
+        super().__init__()
+        self.model, self.objective = model, objective
+
+    def forward(self, images: torch.Tensor, targets: torch.Tensor):
+        return self.objective(images, targets)
 
 
 def probe_list(items) -> list[tuple[Callable, bool, dict]]:

@@ -32,13 +32,24 @@ def run_epochs(recipe: dict, data: dict) -> int:
     return max(1, epochs)
 
 
-def build_optimizer(model: torch.nn.Module, recipe: dict) -> torch.optim.Optimizer:
+def build_optimizer(model: torch.nn.Module, recipe: dict,
+                    extra: torch.nn.Module | None = None) -> torch.optim.Optimizer:
+    """timm's optimizer over the model; ``extra`` (a training objective's own parameters, e.g. a head
+    used only by a loss) joins it with timm's weight-decay rule: none on biases and norms (ndim <= 1)."""
     kwargs = {"eps": recipe.get("opt_eps")} if recipe.get("opt_eps") is not None else {}
     if recipe.get("opt_betas"):
         kwargs["betas"] = tuple(recipe["opt_betas"])
-    return create_optimizer_v2(model, opt=recipe.get("opt", "adamw"), lr=learning_rate(recipe),
-                               weight_decay=float(recipe.get("weight_decay", 0.05)),
-                               momentum=float(recipe.get("momentum", 0.9)), **kwargs)
+    weight_decay = float(recipe.get("weight_decay", 0.05))
+    opt = create_optimizer_v2(model, opt=recipe.get("opt", "adamw"), lr=learning_rate(recipe),
+                              weight_decay=weight_decay, momentum=float(recipe.get("momentum", 0.9)), **kwargs)
+    if extra is not None:
+        own = {id(p) for p in model.parameters()}
+        params = [p for p in extra.parameters() if p.requires_grad and id(p) not in own]
+        decay, no_decay = [p for p in params if p.ndim > 1], [p for p in params if p.ndim <= 1]
+        for group, wd in ((decay, weight_decay), (no_decay, 0.0)):
+            if group:
+                opt.add_param_group({"params": group, "weight_decay": wd})
+    return opt
 
 
 def build_scheduler(optimizer, recipe: dict, epochs: int, steps_per_epoch: int):
