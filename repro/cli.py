@@ -111,11 +111,14 @@ def validate(spec: RunSpec, seen_data: set | None = None) -> None:
 
 
 def _distinct_shapes(specs: list[RunSpec]) -> list[RunSpec]:
-    """One spec per distinct (model, data shape, recipe) ignoring fraction and epochs (dry runs)."""
+    """One spec per distinct computation for dry runs: the model, the data shape and whatever else
+    builds modules or a loss (objective, extra losses, probes); recipe values such as lr, epochs,
+    fraction or augmentation strengths do not change what can rot, so they are ignored."""
     seen, out = set(), []
     for s in specs:
-        c = deep_merge(s.config, {"data": {"fraction": None}, "recipe": {"epochs": None}})
-        key = repr(sorted((k, repr(v)) for k, v in c.items())) + s.kind
+        c, data = s.config, s.config.get("data", {})
+        key = repr((s.kind, c.get("model"), c.get("probe"), c.get("objective"), c.get("losses"), c.get("probes"),
+                    data.get("name"), data.get("img_size"), data.get("num_classes")))
         if key not in seen:
             seen.add(key)
             out.append(s)
