@@ -113,3 +113,108 @@ def test_loglog_figure_writes_png(tmp_path):
     path = tmp_path / "fig.png"
     th.loglog_figure(res, path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ------------------------------------------------------------------ probes, runs and paper.yaml
+
+from pathlib import Path  # noqa: E402
+
+import timm  # noqa: E402
+
+from papers.respostln import experiments as ex  # noqa: E402
+from papers.respostln import probes  # noqa: E402
+from repro.runs import check_unique, import_object  # noqa: E402
+from repro.spec import load_paper  # noqa: E402
+
+PAPER_YAML = Path(__file__).resolve().parents[1] / "papers" / "respostln" / "paper.yaml"
+
+
+def _table1(placement, norm):
+    return probes.table1({"model": {"name": "repro_deit_tiny_c32"},
+                          "probe_args": {"placement": placement, "norm": norm, "dim": 32, "heads": 2, "tokens": 9}})
+
+
+def test_blocks_compute_table1_and_not_the_literal_reading():
+    for placement in ("pre_ln", "res_post_ln", "post_ln"):
+        assert _table1(placement, placement)["rel_err"] < 1e-5, placement
+    # The same block against the table as extracted (MSA of Y_l), and blocks against each other's
+    # equations: the check must see the difference.
+    assert _table1("res_post_ln_literal", "res_post_ln")["rel_err"] > 0.01
+    assert _table1("pre_ln", "res_post_ln")["rel_err"] > 0.01
+    assert _table1("res_post_ln", "pre_ln")["rel_err"] > 0.01
+
+
+def test_lemma1_probe_arrays_run_over_l():
+    m = probes.lemma1({"probe_args": {"d": 16, "L": 5, "samples": 2, "seed": 1}})
+    assert len(m["sq_norm"]) == len(m["bound"]) == len(m["log2_ratio"]) == 5
+    assert m["bound"] == [th.lemma1_bound(l, 16) for l in range(1, 6)]
+    assert m["holds_everywhere"] and max(m["log2_ratio"]) < 0 and m["ratio_max"] < 1
+    assert m["sq_norm_last"] == m["sq_norm"][-1] and m["sq_norm_first"] == m["sq_norm"][0]
+    # the stream grows: every block adds two increments of squared norm d
+    assert all(b > a for a, b in zip(m["sq_norm"], m["sq_norm"][1:]))
+
+
+def test_theorem4_probe_fits_and_log2_arrays():
+    cfg = {"probe_args": {"norm": "post_ln", "L_values": [2, 4, 8], "d_values": [16, 32], "samples": 3}}
+    m = probes.theorem4(cfg)
+    assert len(m["log2_g_vs_L_d16"]) == len(m["log2_g_vs_L_d32"]) == 3 and len(m["log2_g_vs_d_deepest"]) == 2
+    grid = {(c["L"], c["d"]): c["mean"] for c in m["grid"]}
+    assert m["g_deep_wide"] == grid[8, 32] and m["g_shallow_wide"] == grid[2, 32]
+    assert m["log2_g_vs_L_d32"][-1] == pytest.approx(math.log2(grid[8, 32]))
+    assert math.isfinite(m["a"]) and math.isfinite(m["b"])
+    with pytest.raises(ValueError, match="twice the previous"):
+        probes.theorem4({"probe_args": {**cfg["probe_args"], "L_values": [2, 3]}})
+    smoke = probes.theorem4({"mode": "smoke", "probe_args": {"norm": "pre_ln", "L_values": [6, 12, 24, 48],
+                                                            "d_values": [64, 512], "samples": 16}})
+    assert smoke["config"]["L_values"] == [2, 4] and smoke["config"]["samples"] == 2
+
+
+def test_paper_yaml_has_no_problems():
+    paper = load_paper(PAPER_YAML)
+    assert paper.problems == []
+    assert {t.id for t in paper.tables} == {"table1", "lemma1", "theorem4", "stability", "compression_search"}
+    assert not paper.table("compression_search").reproduced
+    # the bound printed as the paper value of the lemma1 cells is Lemma 1's formula
+    lem = paper.table("lemma1")
+    for row in lem.rows:
+        d = int(row.key[1:])
+        assert row.values["sq_norm_first"].value == th.lemma1_bound(1, d)
+        assert row.values["sq_norm_last"].value == th.lemma1_bound(48, d)
+    t4 = paper.table("theorem4")
+    for norm, (a, b) in th.THEORY.items():
+        assert t4.row(norm).values["a"].value == a and t4.row(norm).values["b"].value == b
+
+
+@pytest.mark.parametrize("scale", ["tiny", "small", "full"])
+def test_runs_fill_cells_of_paper_yaml(scale):
+    import repro.models  # noqa: F401
+
+    paper = load_paper(PAPER_YAML)
+    specs = ex.runs(scale)
+    check_unique(specs)
+    for s in specs:
+        table = paper.table(s.table)
+        assert table is not None and table.reproduced and table.row(s.cell["row"]) is not None, s.run_id
+        assert all(table.column(c) is not None for c in s.cell["columns"]), s.run_id
+        if s.kind == "probe":
+            assert callable(import_object(s.config["probe"]))
+        else:
+            assert timm.is_model(s.config["model"]["name"])
+    # every measured cell of every reproduced table is filled by some run
+    filled = {(s.table, s.cell["row"], c) for s in specs for c in s.cell["columns"]}
+    for t in paper.tables:
+        if t.reproduced:
+            assert {(t.id, r.key, c.key) for r in t.rows for c in t.columns} <= filled, t.id
+    train = [s for s in specs if s.kind == "train"]
+    assert len(train) == 6 * ex.STABILITY[scale]["seeds"]
+    warm = {next(iter(s.cell["columns"])): s.config["recipe"]["warmup_epochs"] for s in train}
+    assert warm["top1_nowarm"] == 0 and warm["top1_warm"] > 0
+    # a probe seed is in its arguments (the probe sees only the config) and changes the run id
+    t4 = [s for s in specs if s.table == "theorem4" and s.cell["row"] == "res_post_ln"]
+    assert [s.config["probe_args"]["seed"] for s in t4] == list(range(ex.PROBES[scale]["seeds"]))
+
+
+def test_seeds_override_applies_to_probes_and_training():
+    specs = ex.runs("tiny", seeds=2)
+    assert sum(s.table == "theorem4" for s in specs) == 3 * 2
+    assert sum(s.kind == "train" for s in specs) == 6 * 2
