@@ -111,14 +111,14 @@ def validate(spec: RunSpec, seen_data: set | None = None) -> None:
 
 
 def _distinct_shapes(specs: list[RunSpec]) -> list[RunSpec]:
-    """One spec per distinct computation for dry runs: the model, the data shape and whatever else
-    builds modules or a loss (objective, extra losses, probes); recipe values such as lr, epochs,
-    fraction or augmentation strengths do not change what can rot, so they are ignored."""
+    """One spec per distinct model, data shape and training objective for dry runs: recipe values
+    (lr, epochs, fraction, augmentation strengths) and probes do not change what can rot at paper
+    scale (probes and extra losses are exercised by the tiny smoke runs), so they are ignored."""
     seen, out = set(), []
     for s in specs:
         c, data = s.config, s.config.get("data", {})
-        key = repr((s.kind, c.get("model"), c.get("probe"), c.get("objective"), c.get("losses"), c.get("probes"),
-                    data.get("name"), data.get("img_size"), data.get("num_classes")))
+        objective = (c.get("objective") or {}).get("fn")
+        key = repr((s.kind, c.get("model"), c.get("probe"), objective, data.get("img_size"), data.get("num_classes")))
         if key not in seen:
             seen.add(key)
             out.append(s)
