@@ -25,7 +25,7 @@ from tabulate import tabulate
 from . import records
 from .data import DataError, FractionError, check_fraction, open_split
 from .runs import (RUN_KEYS, SCALES, ConfigError, RunSpec, check_unique, deep_merge, import_object,
-                   known_papers, paper_runs, resolve)
+                   known_papers, paper_runs, resolve, shard, source_spec, with_sources)
 from .train import ddp
 from .train.checkpoint import CheckpointError
 from .train.engine import Runtime, train
@@ -81,10 +81,11 @@ def build_specs(c: dict, overrides: dict | None = None) -> list[RunSpec]:
             mode = deep_merge({"mode": name}, c["modes"][name])
     specs = [resolve(s, c, overrides, mode) for s in specs]
     check_unique(specs)
-    shards, shard = int(c.get("num_shards") or 1), int(c.get("shard") or 0)
-    if not 0 <= shard < shards:
-        raise ConfigError(f"shard={shard} with num_shards={shards}: need 0 <= shard < num_shards")
-    return specs[shard::shards]
+    specs = with_sources(specs)  # a run that starts from another's model needs that run first
+    shards, index = int(c.get("num_shards") or 1), int(c.get("shard") or 0)
+    if not 0 <= index < shards:
+        raise ConfigError(f"shard={index} with num_shards={shards}: need 0 <= shard < num_shards")
+    return shard(specs, index, shards)
 
 
 def validate(spec: RunSpec, seen_data: set | None = None) -> None:
@@ -98,6 +99,10 @@ def validate(spec: RunSpec, seen_data: set | None = None) -> None:
         import_object(spec.config["probe"])
         return
     check_model(spec.config)
+    source = source_spec(spec)
+    if source is not None:
+        import_object(spec.config["init"]["fn"])
+        check_model(source.config)
     check_fraction(spec.config["data"].get("fraction", 1.0))
     probe_list(spec.config.get("probes"))
     for entry in spec.config.get("losses") or []:

@@ -4,6 +4,13 @@
 Each spec carries a *partial* config (what the paper changes); ``resolve`` merges it over the
 scale's Hydra base config and the command-line overrides, and the resolved config, seed and scale
 fix the run's id. Same inputs, same id: a rerun finds its record and checkpoint again.
+
+A train run may start from another run's final model (two-phase training):
+``config["init"] = {"from": source.as_source(), "fn": "pkg.mod:fn", "kwargs": {...}}``. ``resolve``
+resolves the source's config like any other (so the source, and with it the dependent's id, follow
+the same scale, overrides and mode), and ``with_sources`` puts every source run before its first
+dependent. The engine loads the source's final weights and calls ``fn(source_model, model, **kwargs)``
+(repro/train/init_from.py).
 """
 from __future__ import annotations
 
@@ -80,6 +87,11 @@ class RunSpec:
             return str(self.config.get("probe", "probe")).rpartition(":")[2]
         return str((self.config.get("model") or {}).get("name") or "model").removeprefix("repro_")
 
+    def as_source(self) -> dict:
+        """What ``config["init"]["from"]`` holds for a run that starts from this run's final model."""
+        return {"table": self.table, "cell": copy.deepcopy(self.cell), "seed": self.seed, "name": self.name,
+                "config": copy.deepcopy(self.config)}
+
     @property
     def run_id(self) -> str:
         """``<table>-<row>-<label>-s<seed>-<fingerprint>``, safe as a file name."""
@@ -107,7 +119,58 @@ def resolve(spec: RunSpec, base: dict, overrides: dict | None = None, mode: dict
     """
     base = {k: v for k, v in base.items() if k in RUN_KEYS}
     cfg = deep_merge(base, spec.config, overrides or {}, mode or {})
-    return dataclasses.replace(spec, config=cfg)
+    out = dataclasses.replace(spec, config=cfg)
+    source = source_spec(out)
+    if source is not None:
+        cfg["init"]["from"]["config"] = resolve(source, base, overrides, mode).config
+    return out
+
+
+def source_spec(spec: RunSpec) -> RunSpec | None:
+    """The run whose final model ``spec`` starts from (``config["init"]["from"]``), or None."""
+    init = spec.config.get("init")
+    if not init:
+        return None
+    src = init.get("from") if isinstance(init, dict) else None
+    if spec.kind != "train" or not isinstance(src, dict) or not {"table", "cell", "config"} <= set(src) \
+            or not isinstance(init.get("fn"), str):
+        raise ConfigError(f"config['init'] of {spec.paper}/{spec.table}/{spec.cell.get('row')} must be "
+                          f"{{'from': <source RunSpec>.as_source(), 'fn': 'package.module:function'}} on a "
+                          f"train run, got {init!r:.200}")
+    return RunSpec(paper=spec.paper, table=src["table"], cell=src["cell"], scale=spec.scale,
+                   seed=int(src.get("seed", spec.seed)), kind="train", config=src["config"],
+                   name=src.get("name", ""))
+
+
+def with_sources(specs: list[RunSpec]) -> list[RunSpec]:
+    """``specs`` plus every run one of them starts from, each source before its first dependent."""
+    out, seen = [], set()
+
+    def add(spec: RunSpec) -> None:
+        source = source_spec(spec)
+        if source is not None:
+            add(source)
+        if spec.run_id not in seen:
+            seen.add(spec.run_id)
+            out.append(spec)
+
+    for s in specs:
+        add(s)
+    return out
+
+
+def shard(specs: list[RunSpec], index: int, count: int) -> list[RunSpec]:
+    """The ``index``-th of ``count`` shards: every ``count``-th run that starts from scratch, each with
+    the runs that start from it (a dependent never waits for a source in another job)."""
+    group: dict[str, int] = {}
+    roots = 0
+    for s in specs:
+        source = source_spec(s)
+        if source is not None and source.run_id in group:
+            group[s.run_id] = group[source.run_id]
+        else:
+            group[s.run_id], roots = roots, roots + 1
+    return [s for s in specs if group[s.run_id] % count == index]
 
 
 # ---------------------------------------------------------------- papers and their experiments

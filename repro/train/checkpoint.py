@@ -2,7 +2,9 @@
 
 One file per run (``<run dir>/last.pt``), replaced atomically (temp file, fsync, rename), holding
 model, optimizer, scheduler, grad scaler, EMA, the RNG states (python, numpy, torch, CUDA),
-epoch/step, the metrics history so far, and the run's config fingerprint. Loaded with
+epoch/step, the metrics history so far, and the run's config fingerprint. The last epoch is always
+saved, so a finished run's ``last.pt`` holds its final model (what ``config["init"]`` of a later run
+starts from: init_from.py); nothing deletes it. Loaded with
 ``weights_only=True``. A checkpoint whose fingerprint is not the run's is refused with an error
 (never silently ignored or overwritten): it belongs to another config, and resuming from it would
 mix two experiments.

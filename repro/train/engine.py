@@ -4,6 +4,7 @@ Resumes from the run's last checkpoint (end of the last completed epoch) and rep
 exactly: data order and batch augmentation are seeded by (seed, epoch, rank), and the global RNG
 states (dropout, drop path, Mixup, RandAugment, erasing) are restored from the checkpoint.
 A non-finite loss stops the run; the result says ``diverged`` and at which step.
+A fresh run with ``config["init"]`` starts from another run's final model (init_from.py).
 """
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ from tqdm import tqdm
 
 from ..data import build_data
 from ..records import _jsonable
-from ..runs import ConfigError, RunSpec, run_dir
+from ..runs import ConfigError, RunSpec, run_dir, source_spec
 from . import checkpoint
 from .ddp import Dist, all_reduce, barrier
 from .hooks import ObjectiveStep, ProbeContext, build_losses, build_objective, probe_list, run_probes
+from .init_from import init_from_source
 from .logs import TensorBoard, summary_line, write_csv
 from .model import create_model
 from .recipe import (build_criterion, build_ema, build_mixup, build_optimizer, build_scheduler,
@@ -114,9 +116,13 @@ def train(spec: RunSpec, rt: Runtime) -> Result:
 
     # ---- setup
     seed_all(spec.seed)
+    state = checkpoint.load(ckpt_path, spec.fingerprint) if rt.persist else None
     data = build_data(cfg["data"], recipe, seed=spec.seed, rank=d.rank, world=d.world_size,
                       device=d.device, num_workers=rt.num_workers)
     model = create_model(cfg, data.num_classes).to(d.device)
+    source = source_spec(spec)
+    if source is not None and state is None:  # a resumed run's checkpoint already holds trained weights
+        init_from_source(model, spec, data.num_classes, d.device, trained=rt.persist)
     losses = build_losses(cfg.get("losses"), model)
     probes = probe_list(cfg.get("probes"))
     mixup = build_mixup(recipe, data.num_classes)
@@ -140,7 +146,6 @@ def train(spec: RunSpec, rt: Runtime) -> Result:
 
     start_epoch, step, history = 0, 0, []
     spent = {"wall_s": 0.0, "train_s": 0.0, "images": 0}
-    state = checkpoint.load(ckpt_path, spec.fingerprint) if rt.persist else None
     if state is not None:
         checkpoint.restore_module(model, state["model"], ckpt_path)
         optimizer.load_state_dict(state["optimizer"])
@@ -169,7 +174,7 @@ def train(spec: RunSpec, rt: Runtime) -> Result:
         probe_images = (x[:rt.probe_batch], y[:rt.probe_batch])
 
     def probe_ctx(epoch: int) -> ProbeContext:
-        return ProbeContext(cfg, d.device, probe_images[0], probe_images[1], epoch, step)
+        return ProbeContext(cfg, d.device, probe_images[0], probe_images[1], epoch, step, list(history))
 
     # ---- loop
     last_save = time.perf_counter()
@@ -289,4 +294,6 @@ def train(spec: RunSpec, rt: Runtime) -> Result:
                   "bf16": amp_dtype is torch.bfloat16, "amp": str(amp_dtype).replace("torch.", "") if amp_dtype else None,
                   "compile": rt.compile, "deterministic": rt.deterministic, "data": data.info,
                   "fingerprint": spec.fingerprint}
+    if source is not None:
+        provenance["init_from"] = source.run_id
     return Result(status, _jsonable(metrics), provenance)

@@ -1,0 +1,198 @@
+"""CMHSA (Li et al. 2021, "Can Vision Transformers Perform Convolution?"): which runs fill which cells
+of paper.yaml, at each scale (protocol and every choice the paper leaves open: papers/cmhsa/README.md).
+
+- theorem1, lemma2, head_bounds: probe runs (papers/cmhsa/theorems.py), CPU seconds, the same at
+  every scale.
+- table1: the eight rows. Baselines and single-phase rows train 2E epochs; a two-phase row trains the
+  convolution phase E epochs (its record fills table two_phase), then the attention phase E epochs
+  starting from it (``config["init"]``: the engine loads the conv run's final model and calls
+  ``repro.models.transfer:conv_to_mhsa``). The time column is a timing probe per row
+  (papers/cmhsa/timing.py).
+- figure2: the attention phase for E epochs from the CMHSA-3 conv phase or from random weights, with
+  and without warm-up, evaluated every epoch.
+
+Scales:
+- tiny:  CIFAR-10 (JPEG copy) at 32 px, first 100 / 50 images per class, patch 8 (192-dim tokens,
+         4x4 grid), CMHSA 1 layer, baselines 2 layers, E = 3; CPU minutes.
+- small: CIFAR-10 at 32 px, patch 8, CMHSA 6 layers (9 heads of 192, FFN 768), baselines 12 layers at
+         the same width, batch 128, 5 warm-up epochs, E = 50; one GPU. Defined, not run yet.
+- full:  Appendix B: CIFAR-100 at 224 px, patch 16, CMHSA 6 layers, 9 heads of size 768, FFN 3072,
+         GAP head, E = 200 (baselines 400), AdamW, batch 128, 5 warm-up epochs, cosine, DeiT recipe.
+"""
+from __future__ import annotations
+
+import math
+
+from repro.runs import RunSpec
+
+PAPER = "cmhsa"
+TRANSFER = "repro.models.transfer:conv_to_mhsa"
+SUMMARY = ["papers.cmhsa.summary:run_summary"]
+# ViT-base as a baseline: the DeiT-base architecture without DeiT's augmentation and regularisation
+VIT_RECIPE = {"mixup": 0.0, "cutmix": 0.0, "aa": None, "reprob": 0.0, "smoothing": 0.0, "drop_path": 0.0,
+              "repeated_aug": False}
+
+PROTOCOL = {
+    "tiny": {
+        "suffix": "_c32", "cmhsa": {"depth": 1},
+        "base": {"patch_size": 8, "depth": 2, "embed_dim": 192, "num_heads": 12},
+        "small": {"patch_size": 8, "depth": 2, "embed_dim": 96, "num_heads": 6},
+        "epochs": 3, "seeds": 1, "data": {"max_per_class": 100, "test_max_per_class": 50},
+        "recipe": {}, "timing": {"rounds": 5, "steps": 1},
+    },
+    "small": {
+        "suffix": "_c32", "cmhsa": {},
+        "base": {"patch_size": 8, "depth": 12, "embed_dim": 192, "num_heads": 12},
+        "small": {"patch_size": 8, "depth": 12, "embed_dim": 96, "num_heads": 6},
+        "epochs": 50, "seeds": 3, "data": {},
+        "recipe": {"batch_size": 128, "warmup_epochs": 5}, "timing": {"rounds": 5, "steps": 10},
+    },
+    "full": {
+        "suffix": "", "cmhsa": {}, "base": {}, "small": {},
+        "epochs": 200, "seeds": 1, "data": {"name": "cifar100", "img_size": 224, "num_classes": 100},
+        "recipe": {"batch_size": 128, "warmup_epochs": 5}, "timing": {"rounds": 5, "steps": 10},
+    },
+}
+
+THEOREM1 = [(k, p, c) for k in (3, 5) for p in (4, 8, 16) for c in (1, 3)] + [(3, 1, 3), (5, 1, 1), (5, 2, 1), (7, 2, 1)]
+LEMMA2_SCALES = (0.5, 1, 2, 4, 8, 16, 30)
+HEAD_BOUNDS = [("patch", 3, 3, 1), ("patch", 5, 5, 1), ("patch", 3, 8, 1), ("pixel", 3, 1, 3), ("pixel", 5, 1, 5)]
+TABLE1_COLUMNS = ("top1", "top5", "depth", "heads", "dim", "ffn", "params", "train_s", "epoch_s")
+
+
+def bias_scale(img_size: int, patch_size: int, mass: float = 0.9) -> float:
+    """Lemma 2 scale c for training: one-hot bias putting ``mass`` of each head's attention on its target
+    offset for an interior query of an N-patch grid, e^c / (e^c + N - 1) = mass."""
+    n = (img_size // patch_size) ** 2
+    return round(math.log(mass / (1 - mass) * (n - 1)), 2)
+
+
+def _grid(scale: str) -> tuple[int, int]:
+    """(image size, patch size) of the CMHSA models at a scale."""
+    return (224, 16) if scale == "full" else (32, 8)
+
+
+def _model(name: str, kwargs: dict) -> dict:
+    return {"name": name, "kwargs": dict(kwargs)}
+
+
+def _cell(row: str, columns=TABLE1_COLUMNS, **extra: str) -> dict:
+    return {"row": row, "columns": {**{c: c for c in columns}, **extra}}
+
+
+def _train(scale: str, table: str, row: str, seed: int, name: str, model: dict, epochs: int, cell: dict,
+           recipe: dict | None = None, init: RunSpec | None = None, init_kwargs: dict | None = None) -> RunSpec:
+    p = PROTOCOL[scale]
+    config = {"model": model, "data": dict(p["data"]), "probes": list(SUMMARY),
+              "recipe": {**p["recipe"], **(recipe or {}), "epochs": epochs, "scale_epochs_with_fraction": False}}
+    if init is not None:
+        config["init"] = {"from": init.as_source(), "fn": TRANSFER, "kwargs": dict(init_kwargs or {})}
+    return RunSpec(paper=PAPER, table=table, cell=cell, scale=scale, seed=seed, name=name, config=config)
+
+
+def transfer_kwargs(scale: str) -> dict:
+    """How the trained convolutions become attention for training (README: exactness vs trainability)."""
+    img, patch = _grid(scale)
+    return {"scale": bias_scale(img, patch), "keep_qk": True, "bias_form": "one_hot"}
+
+
+def conv_model(scale: str, kernel: int) -> dict:
+    p = PROTOCOL[scale]
+    return _model(f"repro_cmhsa_{kernel}_conv{p['suffix']}", p["cmhsa"])
+
+
+def attn_model(scale: str) -> dict:
+    p = PROTOCOL[scale]
+    return _model(f"repro_cmhsa_attn{p['suffix']}", p["cmhsa"])
+
+
+def phase1(scale: str, kernel: int, seed: int) -> RunSpec:
+    """The convolution phase of the two-phase CMHSA-K row (E epochs); its record fills table two_phase."""
+    return _train(scale, "two_phase", f"cmhsa{kernel}", seed, "phase1", conv_model(scale, kernel),
+                  PROTOCOL[scale]["epochs"], _cell(f"cmhsa{kernel}", ("top1", "top5", "train_s", "epoch_s")))
+
+
+def table1(scale: str, seeds: int) -> list[RunSpec]:
+    p, e = PROTOCOL[scale], PROTOCOL[scale]["epochs"]
+    specs = []
+    for seed in range(seeds):
+        single = [("vit_base", "vit_base", _model("repro_vit_base", p["base"]), VIT_RECIPE),
+                  ("deit_small", "deit_small", _model("repro_deit_small", p["small"]), None),
+                  ("deit_base", "deit_base", _model("repro_deit_base", p["base"]), None),
+                  ("cmhsa3_1st", "conv3", conv_model(scale, 3), None),
+                  ("cmhsa5_1st", "conv5", conv_model(scale, 5), None),
+                  ("cmhsa_2nd", "attn", attn_model(scale), None)]
+        for row, name, model, recipe in single:
+            specs.append(_train(scale, "table1", row, seed, name, model, 2 * e, _cell(row), recipe))
+        for kernel in (3, 5):
+            first = phase1(scale, kernel, seed)
+            specs += [first, _train(scale, "table1", f"cmhsa{kernel}", seed, "phase2", attn_model(scale), e,
+                                    _cell(f"cmhsa{kernel}"), init=first,
+                                    init_kwargs=transfer_kwargs(scale))]
+    return specs + timing(scale)
+
+
+def timing(scale: str) -> list[RunSpec]:
+    """One timing probe per Table 1 row: the row's phases against ViT-base, interleaved (timing.py)."""
+    p, e = PROTOCOL[scale], PROTOCOL[scale]["epochs"]
+    vit = {"model": _model("repro_vit_base", p["base"]), "recipe": VIT_RECIPE, "epochs": 2 * e}
+    rows = {"vit_base": [vit],
+            "deit_small": [{"model": _model("repro_deit_small", p["small"]), "epochs": 2 * e}],
+            "deit_base": [{"model": _model("repro_deit_base", p["base"]), "epochs": 2 * e}],
+            "cmhsa3_1st": [{"model": conv_model(scale, 3), "epochs": 2 * e}],
+            "cmhsa5_1st": [{"model": conv_model(scale, 5), "epochs": 2 * e}],
+            "cmhsa_2nd": [{"model": attn_model(scale), "epochs": 2 * e}],
+            "cmhsa3": [{"model": conv_model(scale, 3), "epochs": e}, {"model": attn_model(scale), "epochs": e}],
+            "cmhsa5": [{"model": conv_model(scale, 5), "epochs": e}, {"model": attn_model(scale), "epochs": e}]}
+    return [RunSpec(paper=PAPER, table="table1", cell={"row": row, "columns": {"time": "time_ratio"}}, scale=scale,
+                    kind="probe", name="time",
+                    config={"probe": "papers.cmhsa.timing:time_ratio", "data": dict(p["data"]),
+                            "recipe": dict(p["recipe"]), "timing": {**p["timing"], "phases": phases, "reference": vit}})
+            for row, phases in rows.items()]
+
+
+def figure2(scale: str, seeds: int) -> list[RunSpec]:
+    """Attention phase from the CMHSA-3 conv phase or from random weights, with and without warm-up."""
+    e, specs = PROTOCOL[scale]["epochs"], []
+    for seed in range(seeds):
+        for row, init in (("conv_init", phase1(scale, 3, seed)), ("random_init", None)):
+            for warm, recipe in (("warm", None), ("nowarm", {"warmup_epochs": 0})):
+                cell = {"row": row, "columns": {f"early_loss_{warm}": "eval_loss_early", f"top1_{warm}": "top1",
+                                                f"loss_{warm}": "eval_loss"}}
+                recipe = {**(recipe or {}), "eval_every": 1}  # the per-epoch validation loss is the figure
+                specs.append(_train(scale, "figure2", row, seed, warm, attn_model(scale), e, cell, recipe, init,
+                                    transfer_kwargs(scale) if init is not None else None))
+    return specs
+
+
+def _probe(scale: str, table: str, row: str, columns: dict, fn: str, theorem: dict, name: str = "") -> RunSpec:
+    return RunSpec(paper=PAPER, table=table, cell={"row": row, "columns": columns}, scale=scale, kind="probe",
+                   name=name or table, config={"probe": f"papers.cmhsa.theorems:{fn}", "theorem": theorem})
+
+
+def theorems(scale: str) -> list[RunSpec]:
+    """Theorem 1 / Corollaries 3-4, Lemma 2 and Theorems 5-6 as probe runs (one per table row)."""
+    specs = []
+    cols = ("heads", "interior_max_err", "border_max_err", "border_mean_err", "vs_predicted_max_err",
+            "attention_vs_predicted_max")
+    for k, p, c in THEOREM1:
+        specs.append(_probe(scale, "theorem1", f"k{k}_p{p}_c{c}", {x: x for x in cols}, "transfer_row",
+                            {"kernel": k, "patch": p, "channels": c}))
+    for c in LEMMA2_SCALES:
+        for form, prefix in (("one_hot", "onehot"), ("quadratic", "quad")):
+            columns = {f"{prefix}_mass": "off_target_mass", f"{prefix}_excess": "excess_over_closed_form",
+                       f"{prefix}_err": "interior_max_err"}
+            specs.append(_probe(scale, "lemma2", f"c{c:g}".replace(".", "p"), columns, "lemma2_row", {"scale": c, "bias_form": form},
+                                name=prefix))
+    cols = ("heads_needed", "positional_rank", "one_hot_below", "one_hot_at", "positional_below", "positional_at",
+            "lstsq_below", "lstsq_at")
+    for setting, k, p, c in HEAD_BOUNDS:
+        specs.append(_probe(scale, "head_bounds", f"{setting}_k{k}_p{p}", {x: x for x in cols}, "head_bound_row",
+                            {"kernel": k, "patch": p, "channels": c}))
+    return specs
+
+
+def runs(scale: str, seeds: int | None = None) -> list[RunSpec]:
+    """Every CMHSA run at a scale (``seeds`` overrides the scale's default seed count)."""
+    n = seeds or PROTOCOL[scale]["seeds"]
+    return theorems(scale) + table1(scale, n) + figure2(scale, n)

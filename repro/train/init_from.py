@@ -1,0 +1,57 @@
+"""Start a run from another run's final model (two-phase training, e.g. a conv phase then attention).
+
+``config["init"] = {"from": source.as_source(), "fn": "pkg.mod:fn", "kwargs": {...}}`` (repro/runs.py).
+Before the first step of a fresh run (not on resume: the checkpoint already holds the trained
+weights) the engine builds the source run's model, loads the source's final weights and calls
+``fn(source_model, model, **kwargs)``, which writes into ``model`` in place.
+
+The source's final weights are the ``model`` entry of its ``last.pt``: the engine always saves it at
+the end of the last epoch (whatever ``runtime.checkpoint_every_s``), and nothing deletes it. The
+source must have a ``finished`` record (a diverged run's checkpoint is not its final model).
+``reproduce`` runs sources first (``with_sources``); if a source's record or checkpoint is missing
+anyway, the error says what to run or delete. Without persistence (dry runs) the source model is
+built untrained: the transfer is exercised on the real shapes, nothing is read from disk.
+"""
+from __future__ import annotations
+
+import torch
+
+from .. import records
+from ..runs import RunSpec, import_object, run_dir, source_spec
+from . import checkpoint
+from .model import create_model
+
+
+class InitError(RuntimeError):
+    """A source run whose final model cannot be used (not run, not finished, checkpoint gone)."""
+
+
+def source_weights(source: RunSpec) -> dict:
+    """The final model state dict of a finished source run (loaded with weights_only=True)."""
+    rec_path = records.record_path(source.paper, source.scale, source.run_id)
+    command = f"python -m repro reproduce paper={source.paper} scale={source.scale} tables={source.table}"
+    if not rec_path.exists():
+        raise InitError(f"source run {source.run_id} has not run yet: run `{command}` first")
+    status = records.read_record(rec_path)["status"]
+    if status != "finished":
+        raise InitError(f"source run {source.run_id} is {status}, so it has no final model; see {rec_path}")
+    ckpt = run_dir(source) / "last.pt"
+    state = checkpoint.load(ckpt, source.fingerprint)
+    if state is None:
+        raise InitError(f"source run {source.run_id} is finished but its final model {ckpt} is gone "
+                        f"(cache cleared?): delete {rec_path} and run `{command}` to retrain it")
+    return state["model"]
+
+
+def init_from_source(model: torch.nn.Module, spec: RunSpec, num_classes: int, device,
+                     trained: bool = True) -> str:
+    """Apply ``spec.config['init']`` to ``model``; returns the source's run id (for provenance)."""
+    source = source_spec(spec)
+    init = spec.config["init"]
+    fn = import_object(init["fn"])
+    src_model = create_model(source.config, num_classes).to(device)
+    if trained:
+        checkpoint.restore_module(src_model, source_weights(source), run_dir(source) / "last.pt")
+    src_model.eval()
+    fn(src_model, model, **(init.get("kwargs") or {}))
+    return source.run_id

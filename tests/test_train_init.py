@@ -1,0 +1,177 @@
+"""Engine hook for two-phase training: a run starting from another run's final model (config["init"])."""
+import json
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from repro import records
+from repro.cli import build_specs, main
+from repro.runs import ConfigError, RunSpec, resolve, run_dir, shard, source_spec, with_sources
+from repro.train.init_from import InitError, source_weights
+
+from conftest import REPO, fast_args, write_paper
+
+EXPERIMENTS = '''
+from repro.runs import RunSpec
+
+MODEL = {"name": "vit_tiny_patch16_224",
+         "kwargs": {"patch_size": 8, "depth": 1, "embed_dim": 32, "num_heads": 2}}
+
+def phases(scale, seed=0):
+    first = RunSpec("PID", "t1", {"row": "first", "columns": {"top1": "top1"}}, scale, seed=seed, name="first",
+                    config={"model": MODEL, "recipe": {"epochs": 2}})
+    # lr 0 everywhere: the second run's weights stay exactly what the init function made of the first's
+    second = RunSpec("PID", "t2", {"row": "second", "columns": {"top1": "top1"}}, scale, seed=seed, name="second",
+                     config={"model": MODEL, "recipe": {"epochs": 1, "lr": 0.0, "min_lr": 0.0, "warmup_lr": 0.0},
+                             "probes": ["papers.PID.probes:seen_history"],
+                             "init": {"from": first.as_source(), "fn": "papers.PID.probes:copy_scaled_head",
+                                      "kwargs": {"head_scale": 2.0}}})
+    return first, second
+
+def runs(scale, seeds=None):
+    return [s for seed in range(seeds or 1) for s in phases(scale, seed)]
+'''
+
+PROBES = '''
+import torch
+
+def copy_scaled_head(source, model, head_scale=1.0):
+    model.load_state_dict(source.state_dict())
+    with torch.no_grad():
+        model.head.weight.mul_(head_scale)
+
+def seen_history(model, ctx):
+    return {"history_len": len(ctx.history), "history_losses": [r["train_loss"] for r in ctx.history]}
+'''
+
+
+@pytest.fixture
+def two_phase(dirs):
+    write_paper(dirs["papers"], dirs["pid"], EXPERIMENTS, PROBES)
+    return dirs
+
+
+def _specs(pid, **extra):
+    """The composed Hydra config of the fake paper at scale tiny on synthetic data (what the CLI sees)."""
+    with initialize_config_dir(str(REPO / "repro" / "conf"), version_base=None):
+        cfg = compose("config", overrides=[f"paper={pid}", "scale=tiny", "data=synthetic"])
+    c = OmegaConf.to_container(cfg, resolve=True)
+    c.update(extra)
+    return c
+
+
+def _state(d, spec_or_rec):
+    run_id = spec_or_rec["run_id"] if isinstance(spec_or_rec, dict) else spec_or_rec.run_id
+    return torch.load(d["cache"] / "runs" / d["pid"] / "tiny" / run_id / "last.pt", weights_only=True)["model"]
+
+
+# ------------------------------------------------------------------ config: resolve, sources, shards
+
+def test_source_is_resolved_like_its_own_run_and_fixes_the_dependent_id(two_phase):
+    pid = two_phase["pid"]
+    c = _specs(pid)
+    first, second = build_specs(c)
+    assert second.config["init"]["from"]["config"] == first.config  # base + overrides resolved alike
+    assert source_spec(second).run_id == first.run_id and source_spec(first) is None
+    smoke = build_specs({**c, "smoke": True})
+    assert smoke[1].config["init"]["from"]["config"]["recipe"]["max_steps"] == 2  # the mode reaches the source
+    assert source_spec(smoke[1]).run_id == smoke[0].run_id != first.run_id
+    longer = build_specs(c, {"recipe": {"epochs": 3}})  # a command-line override changes both runs
+    assert source_spec(longer[1]).run_id == longer[0].run_id and longer[1].run_id != second.run_id
+
+
+def test_with_sources_puts_missing_sources_first_and_shards_keep_chains(two_phase):
+    pid = two_phase["pid"]
+    c = _specs(pid, seeds=2)
+    specs = build_specs(c)
+    assert [s.table for s in specs] == ["t1", "t2", "t1", "t2"]
+    only_second = build_specs({**c, "tables": ["t2"]})  # the sources come along, each before its user
+    assert [s.run_id for s in only_second] == [s.run_id for s in specs]
+    assert with_sources(list(reversed(specs[2:]))) == specs[2:]
+    parts = [shard(specs, i, 2) for i in range(2)]
+    assert [[s.seed for s in p] for p in parts] == [[0, 0], [1, 1]]  # never a dependent without its source
+    assert shard([RunSpec(pid, "t", {"row": str(i), "columns": {}}, "tiny") for i in range(5)], 1, 2) \
+        == [RunSpec(pid, "t", {"row": str(i), "columns": {}}, "tiny") for i in (1, 3)]
+
+
+def test_malformed_init_is_a_config_error(two_phase):
+    spec = RunSpec(two_phase["pid"], "t", {"row": "r", "columns": {}}, "tiny",
+                   config={"init": {"from": {"table": "t1"}, "fn": "x:y"}})
+    with pytest.raises(ConfigError, match="as_source"):
+        source_spec(spec)
+    with pytest.raises(ConfigError, match="as_source"):
+        resolve(RunSpec(two_phase["pid"], "t", {"row": "r", "columns": {}}, "tiny", kind="probe",
+                        config={"init": {"from": spec.as_source(), "fn": "x:y"}}), {})
+
+
+# ------------------------------------------------------------------ the engine
+
+def test_second_phase_starts_from_the_first_phases_final_model(two_phase, capsys):
+    d, pid = two_phase, two_phase["pid"]
+    assert main(["reproduce", *fast_args(pid, "tables=[t2]")]) == 0  # only t2 asked for: t1 runs first
+    out = capsys.readouterr().out
+    assert out.index("run t1-first") < out.index("run t2-second")
+    recs = {r["table"]: r for r in records.load_records(pid, root=d["results"])[0]}
+    first, second = recs["t1"], recs["t2"]
+    assert first["status"] == second["status"] == "finished"
+    assert second["provenance"]["init_from"] == first["run_id"]
+    w1, w2 = _state(d, first), _state(d, second)
+    for name, t in w1.items():  # lr 0: what the second run ends with is what init made of the first
+        expected = 2 * t if name.startswith("head.weight") else t
+        assert torch.equal(w2[name], expected), name
+    assert second["metrics"]["history_len"] == 1 == len(second["metrics"]["history_losses"])
+
+
+def test_dependent_resumes_without_its_source_and_refuses_unusable_sources(two_phase, capsys):
+    d, pid = two_phase, two_phase["pid"]
+    args = fast_args(pid, "runtime.checkpoint_every_s=0")
+    assert main(["reproduce", *args]) == 0
+    first, second = build_specs(_specs(pid), {"data": {"max_per_class": 16, "test_max_per_class": 4},
+                                              "recipe": {"batch_size": 8}})
+    first_rec = records.record_path(pid, "tiny", first.run_id, d["results"])
+    second_rec = records.record_path(pid, "tiny", second.run_id, d["results"])
+    assert first_rec.exists() and second_rec.exists()
+    weights = source_weights(first)
+    assert torch.equal(weights["head.bias"], _state(d, first)["head.bias"])
+
+    # final model gone: the error says what to delete and rerun
+    (run_dir(first) / "last.pt").unlink()
+    with pytest.raises(InitError, match=r"is gone .*delete .*python -m repro reproduce"):
+        source_weights(first)
+    # the dependent's own checkpoint is complete: a rerun without its record resumes, needing no source
+    second_rec.unlink()
+    assert main(["reproduce", *args]) == 0
+    assert json.loads(second_rec.read_text())["status"] == "finished"
+
+    # a source that is not finished, or never ran
+    rec = json.loads(first_rec.read_text())
+    first_rec.write_text(json.dumps({**rec, "status": "diverged"}))
+    with pytest.raises(InitError, match="is diverged"):
+        source_weights(first)
+    first_rec.unlink()
+    with pytest.raises(InitError, match=rf"has not run yet: run `python -m repro reproduce paper={pid} scale=tiny "
+                                        rf"tables=t1` first"):
+        source_weights(first)
+
+
+def test_diverged_source_leaves_the_dependent_failed_and_others_go_on(two_phase, capsys):
+    d, pid = two_phase, two_phase["pid"]
+    first, _ = build_specs(_specs(pid), {"data": {"max_per_class": 16, "test_max_per_class": 4},
+                                         "recipe": {"batch_size": 8}})
+    rec = {"run_id": first.run_id, "paper": pid, "table": "t1", "cell": first.cell, "scale": "tiny", "seed": 0,
+           "status": "diverged", "metrics": {}, "config": first.config, "provenance": {}}
+    records.write_record(rec)
+    assert main(["reproduce", *fast_args(pid)]) == 1
+    recs = {r["table"]: r for r in records.load_records(pid, root=d["results"])[0]}
+    assert recs["t1"]["status"] == "diverged" and recs["t2"]["status"] == "failed"
+    assert "is diverged, so it has no final model" in recs["t2"]["metrics"]["error"]
+
+
+def test_dry_run_transfers_from_an_untrained_source_and_writes_nothing(two_phase, capsys):
+    d, pid = two_phase, two_phase["pid"]
+    assert main(["reproduce", f"paper={pid}", "scale=full", "dry_run=true", "data.num_classes=20",
+                 "data.img_size=64"]) == 0
+    assert "2 distinct run config(s) of 2" in capsys.readouterr().out
+    assert not list(d["results"].rglob("*.json")) and not (d["cache"] / "runs").exists()
