@@ -111,7 +111,8 @@ def test_shortcut_analysis_of_an_augvit():
         assert out[f"div_{v}"] == out[f"ratio_{v}"][-1] and 0 <= out[f"rel_{v}"] <= 1
     assert out["div_a"] < 1e-3 < out["div_b"]  # attention alone collapses the tokens
     assert out["div_d"] != out["div_c"] != out["div_b"]
-    assert len(out["s4_r_out"]) == len(out["s4_linear"]) == len(out["s4_alpha"]) == 3
+    assert len(out["s4_r_out"]) == len(out["s4_linear"]) == len(out["s4_alpha"]) == len(out["s4_ratio"]) == 3
+    assert out["s4_worst"] == max(out["s4_ratio"]) and out["s4_model_worst"] == max(out["s4_model_ratio"])
     assert 0 < out["s4_worst"] <= 1  # the linear term of Eq. S.4 bounds every step of this stack
     assert all(a > 1 for a in out["s4_alpha"])
 

@@ -37,7 +37,8 @@ def shortcut_analysis(model: nn.Module, images: torch.Tensor) -> dict:
     S.4 is evaluated in the supplement's setting (an AugMSA stack without LayerNorm built from the
     model's own modules: ``s4_*``) and on the deployed pre-LN blocks (``s4_model_*``, where the branches
     see LN(Z_l) and S.4's hypothesis holds only approximately). ``s4_worst`` is the largest
-    r(Z_{l+1}) / (H alpha_l r(Z_l)) over layers and images: the linear term bounds every step when <= 1.
+    r(Z_{l+1}) / (H alpha_l r(Z_l)) over layers and images (``s4_ratio``: per block, over images): the linear
+    term bounds every step when <= 1.
     """
     out: dict = {}
     cuts = cut_shortcuts(model)
@@ -50,7 +51,8 @@ def shortcut_analysis(model: nn.Module, images: torch.Tensor) -> dict:
         rows = s4_bound(model, images, setting=setting)
         out[f"{prefix}_r_out"] = [r["r_out"] for r in rows]
         out[f"{prefix}_linear"] = [r["linear_term"] for r in rows]
-        out[f"{prefix}_worst"] = max(r["worst_ratio"] for r in rows)
+        out[f"{prefix}_ratio"] = [r["worst_ratio"] for r in rows]
+        out[f"{prefix}_worst"] = max(out[f"{prefix}_ratio"])
     out["s4_alpha"] = [r["alpha"] for r in rows]
     out["s4_lipschitz"] = rows[0]["lipschitz"]
     return out
