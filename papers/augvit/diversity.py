@@ -79,6 +79,29 @@ class ShortcutFreeBlock(nn.Module):
         return x if self.mlp is None else self.mlp(self.norm2(x))
 
 
+def cut_shortcuts(model: nn.Module, keep_mlp_without_shortcuts: bool = False) -> dict[str, nn.Module]:
+    """Any repro ViT with some of its shortcuts removed, keyed by the variant it becomes: the weights are copies.
+
+    'augvit_msa_mlp' is the model itself, 'augvit_msa' drops the MLP's augmented shortcuts, 'deit' drops
+    every augmented shortcut, 'attention_only' turns every block into a ShortcutFreeBlock (with
+    ``keep_mlp_without_shortcuts`` the MLP stays, also without a shortcut). Removing a shortcut the model
+    does not have changes nothing, so for a DeiT the first three are the same network.
+    """
+    out = {}
+    a = copy.deepcopy(model)
+    a.blocks = nn.ModuleList(ShortcutFreeBlock(b, mlp=keep_mlp_without_shortcuts) for b in a.blocks)
+    out["attention_only"] = a
+    for name, drop in (("deit", ("aug_attn", "aug_mlp")), ("augvit_msa", ("aug_mlp",))):
+        m = copy.deepcopy(model)
+        for b in m.blocks:
+            for attr in drop:
+                if getattr(b, attr, None) is not None:
+                    setattr(b, attr, None)
+        out[name] = m
+    out["augvit_msa_mlp"] = model
+    return out
+
+
 def variants(augvit: nn.Module, keep_mlp_without_shortcuts: bool = False) -> dict[str, nn.Module]:
     """The four models (a)-(d) cut from one Aug-ViT with shortcuts on MSA and MLP, sharing its weights.
 
@@ -89,28 +112,22 @@ def variants(augvit: nn.Module, keep_mlp_without_shortcuts: bool = False) -> dic
     if any(getattr(b, "aug_attn", None) is None or getattr(b, "aug_mlp", None) is None for b in augvit.blocks):
         raise ValueError("variants() needs an Aug-ViT with augmented shortcuts on MSA and MLP "
                          "(aug_paths > 0, aug_mlp=True), e.g. timm.create_model('repro_deit_tiny_c32', aug_paths=2)")
-    out = {}
-    a = copy.deepcopy(augvit)
-    a.blocks = nn.ModuleList(ShortcutFreeBlock(b, mlp=keep_mlp_without_shortcuts) for b in a.blocks)
-    out["attention_only"] = a
-    for name, drop in (("deit", ("aug_attn", "aug_mlp")), ("augvit_msa", ("aug_mlp",))):
-        m = copy.deepcopy(augvit)
-        for b in m.blocks:
-            for attr in drop:
-                setattr(b, attr, None)
-        out[name] = m
-    out["augvit_msa_mlp"] = augvit
-    return out
+    return cut_shortcuts(augvit, keep_mlp_without_shortcuts)
 
 
 def diversity_curve(model: nn.Module, images: torch.Tensor) -> dict[str, list[float]]:
     """r(Z_l)/r(Z_0) for l = 0..L over all tokens (class token included: it is a row of Z), and r(Z_l)/||Z_l||_F.
 
-    Works on any repro ViT, trained or not.
+    Works on any repro ViT, trained or not; one forward pass gives both (batch means).
     """
-    r = layerwise(model, images, feature_diversity, include_input=True, drop_prefix=False)
-    rel = layerwise(model, images, relative_diversity, include_input=True, drop_prefix=False)
-    return {"ratio": [v / r[0] for v in r], "relative": rel}
+    relative = []
+
+    def both(z: torch.Tensor, num_prefix_tokens: int = 0) -> torch.Tensor:
+        relative.append(float(relative_diversity(z, num_prefix_tokens).mean()))
+        return feature_diversity(z, num_prefix_tokens)
+
+    r = layerwise(model, images, both, include_input=True, drop_prefix=False)
+    return {"ratio": [v / r[0] for v in r], "relative": relative}
 
 
 def build_augvit(model_name: str = "repro_deit_tiny_c32", seed: int = 0, aug_paths: int = 2,
