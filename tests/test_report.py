@@ -313,10 +313,12 @@ def test_cli_unknown_paper_exits_2_listing_known(tmp_path, capsys):
 
 
 def test_convit_claims_hold_on_the_printed_numbers():
-    """A transcription check: every claim in papers/convit/paper.yaml holds on the paper's own numbers."""
+    """A transcription check: every claim in papers/convit/paper.yaml holds on the paper's own numbers
+    (Figure 8's claims have none: the paper only plots them)."""
     paper = load_paper(REPO / "papers" / "convit" / "paper.yaml")
     verdicts = judge_all(compare(paper, []))
-    assert {v.claim.id: v.on_paper for v in verdicts} == {c.id: "holds" for c in paper.claims}
+    plotted = {"fig8_locality_helps", "fig8_gpsa_layers_help"}
+    assert {v.claim.id: v.on_paper for v in verdicts} == {c.id: "" if c.id in plotted else "holds" for c in paper.claims}
     assert all(v.verdict == "not run" for v in verdicts)
 
 

@@ -159,7 +159,8 @@ def test_cli_exit_code(tmp_path, capsys):
 def test_convit_paper_yaml_matches_agreed_keys_and_printed_numbers():
     paper = load_paper(REPO / "papers" / "convit" / "paper.yaml")
     assert paper.problems == []
-    assert [t.id for t in paper.tables] == ["table1", "table2", "table3", "table4", "table5", "table6"]
+    assert [t.id for t in paper.tables] == ["table1", "table1_speed", "table2", "table3", "table4", "table5", "table6",
+                                            "fig8_locality", "fig8_gpsa_layers"]
     t1, t2 = paper.table("table1"), paper.table("table2")
     assert [r.key for r in t1.rows] == ["deit_ti", "convit_ti", "deit_ti_plus", "convit_ti_plus", "deit_s", "convit_s",
                                         "deit_s_plus", "convit_s_plus", "deit_b", "convit_b", "deit_b_plus",
@@ -176,5 +177,7 @@ def test_convit_paper_yaml_matches_agreed_keys_and_printed_numbers():
         "gap_top5": "12%"}
     assert "59.5 vs 46.5" in t2.note
     assert not paper.table("table4").reproduced and paper.table("table4").reason
-    assert {f.id for f in paper.figures} == {"nonlocality", "gating", "accuracy_vs_fraction"}
+    assert {f.id for f in paper.figures} == {"nonlocality", "gating", "accuracy_vs_fraction", "nonlocality_training",
+                                             "gating_training", "nonlocality_issue23", "fig8_locality",
+                                             "fig8_gpsa_layers"}
     assert all(not c.invalid for c in paper.claims)

@@ -137,3 +137,46 @@ class LocalityTracker:
         }
         self.history.append(record)
         return record
+
+
+# ---------------------------------------------------------------- entry points named in experiments.py
+
+def locality(model: nn.Module, ctx) -> dict:
+    """Train-time probe (every epoch and at the end) for Figs. 4-6 on the engine's fixed test batch.
+
+    Per layer and head: nonlocality on each layer's actual input and as the released code measured it,
+    and for ConViT sigmoid(lambda); ``*_layers`` are the head means, one value per layer, which the
+    report draws against the epoch from the run's history.
+    """
+    rec = LocalityTracker(ctx.images)(model, ctx.epoch)
+    out = {"nonlocality": rec["nonlocality"], "nonlocality_official_bug": rec["nonlocality_official_bug"],
+           "nonlocality_layers": [sum(h) / len(h) for h in rec["nonlocality"]]}
+    if rec["gating"]:
+        out.update(gating=rec["gating"], gating_layers=[sum(h) / len(h) for h in rec["gating"]])
+    return out
+
+
+def table5_run(config: dict) -> dict:
+    """Probe run (Table 5): the source run's model with and without its position embedding."""
+    from .reuse import trained
+
+    t = trained(config)
+    out = table5_pos_embed(t.model, None, evaluate_fn=lambda m, *_: t.evaluate(m))
+    return {**out, "source_run_id": t.spec.run_id}
+
+
+def table6_run(config: dict) -> dict:
+    """Probe run (Table 6, one row): content or position attention masked in the first k GPSA layers.
+
+    ``args.k`` is the number of layers masked in this model; ``args.k_paper`` the paper's row (3, 5,
+    10 of 10 GPSA layers), mapped to the same share of a shallower model at reduced scales.
+    """
+    from .reuse import trained
+
+    args = config.get("args") or {}
+    if "k" not in args:
+        raise ValueError("table6_run needs config['args']['k'], the number of GPSA layers to mask")
+    t = trained(config)
+    (row,) = table6_masked_attention(t.model, None, ks=(int(args["k"]),), evaluate_fn=lambda m, *_: t.evaluate(m))
+    return {**row, "k_paper": args.get("k_paper"), "gpsa_layers": len(gpsa_modules(t.model)),
+            "source_run_id": t.spec.run_id}

@@ -2,7 +2,7 @@
 
 ``per_layer`` and ``per_epoch`` plot an array metric of the records filling one cell (mean over seeds,
 band = 1 std; a 2-D array such as gating [layer][head] is drawn as thin per-head lines and a thick
-mean). ``vs_rows`` plots a column's measured mean against the rows' ``x`` (e.g. the training-set
+mean); ``per_epoch`` reads the metric from the history rows when an every-epoch probe wrote it there. ``vs_rows`` plots a column's measured mean against the rows' ``x`` (e.g. the training-set
 fraction), with the paper's printed values as open markers. Figures use matplotlib's object API (no
 pyplot state), so building reports is safe to repeat in one process.
 """
@@ -34,6 +34,9 @@ def _arrays(cmp: Comparison, fig: Figure, series, scale: str) -> list[np.ndarray
     out = []
     for rec, _ in cmp.runs(scale, fig.table, series.row, series.column):
         v = rec["metrics"].get(series.metric)
+        if fig.kind == "per_epoch":  # an every-epoch probe's values, one per epoch, live in the history rows
+            v = [row[series.metric] for row in rec["metrics"].get("history") or []
+                 if isinstance(row, dict) and series.metric in row] or v
         if rec["status"] != "finished" or not isinstance(v, list) or not v:
             continue
         try:

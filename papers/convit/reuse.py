@@ -1,0 +1,130 @@
+"""Cells that another run already produced: copy its metrics, or probe its trained model.
+
+Several of ConViT's cells are one experiment seen from different tables: at the reduced scales the Ti
+pair of Table 1 and the models of Tables 5-6 are Table 2's pair trained on all the data, and Table 3's
+rows a (ConViT) and e (DeiT) are Table 2's runs at 100 % and 10 %. A run id names its table and row,
+so the engine would train such a model once per table. Instead the second cell gets a *pointer*: a
+probe run that carries the *source* run's own (partial) config plus ``source``, which names the
+source's run id, and ``args`` for the probe. The engine resolves the pointer exactly as it resolves
+the source (same scale config, command-line overrides and smoke/dry-run mode), so the pointer's config
+minus ``probe``/``source``/``args`` is the source's resolved config: its fingerprint, its run id, its
+record and its checkpoint.
+
+- ``copy_metrics``: the source's record, its metrics copied (with ``source_run_id``).
+- ``trained(config)``: the source's trained model, loaded from its checkpoint (Tables 5-6 probe it).
+
+A source with no record yet (a table asked for on its own) is run here first, on the default device;
+a finished source whose checkpoint is gone (another machine) is retrained to rebuild the checkpoint,
+its record left as it is.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+
+from repro import records
+from repro.runs import ConfigError, RunSpec, run_dir
+from repro.train import checkpoint, ddp
+from repro.train.engine import Runtime, evaluate, train
+from repro.train.execute import DONE, execute
+
+POINTER_KEYS = ("probe", "source", "args")
+COPY = "papers.convit.reuse:copy_metrics"
+
+
+def pointer(source: RunSpec, table: str, cell: dict, name: str, probe: str = COPY,
+            args: dict | None = None) -> RunSpec:
+    """A probe spec filling ``table``/``cell`` from ``source``'s result (same seed and scale)."""
+    own = {k: source.config[k] for k in POINTER_KEYS if k in source.config}
+    config = {k: v for k, v in source.config.items() if k not in POINTER_KEYS}
+    config.update(probe=probe, args=dict(args or {}),
+                  source={"paper": source.paper, "table": source.table, "cell": source.cell,
+                          "scale": source.scale, "seed": source.seed, "kind": source.kind,
+                          "name": source.name, "own": own})
+    return RunSpec(paper=source.paper, table=table, cell=cell, scale=source.scale, seed=source.seed,
+                   kind="probe", config=config, name=name)
+
+
+def source_spec(config: dict) -> RunSpec:
+    """The source run of a resolved pointer config (its id, record and checkpoint follow)."""
+    src = config.get("source")
+    if not isinstance(src, dict):
+        raise ConfigError(f"probe {config.get('probe')!r} needs config['source'] naming the run it reuses; "
+                          f"build its spec with papers.convit.reuse.pointer")
+    own = {k: v for k, v in config.items() if k not in POINTER_KEYS}
+    own.update(src.get("own") or {})
+    return RunSpec(paper=src["paper"], table=src["table"], cell=src["cell"], scale=src["scale"],
+                   seed=src["seed"], kind=src["kind"], config=own, name=src["name"])
+
+
+def _runtime() -> Runtime:
+    """Default runtime for a source run started from inside a probe (the CLI's is not passed down)."""
+    d = ddp.setup("auto")
+    on_gpu = d.device.type == "cuda"
+    return Runtime(dist=d, progress=False, check_every=50 if on_gpu else 1,
+                   num_workers=min(8, os.cpu_count() or 1) if on_gpu else 0, checkpoint_every_s=60.0)
+
+
+def _finished_record(spec: RunSpec) -> dict | None:
+    path = records.record_path(spec.paper, spec.scale, spec.run_id)
+    if not path.exists():
+        return None
+    rec = records.read_record(path)
+    return rec if rec["status"] in DONE else None
+
+
+def source_record(config: dict) -> dict:
+    """The source's record, running the source first if it has none (or only a failed one)."""
+    spec = source_spec(config)
+    return _finished_record(spec) or execute(spec, _runtime())
+
+
+def copy_metrics(config: dict) -> dict:
+    """Probe: the source run's metrics (per-epoch history left in the source's record)."""
+    rec = source_record(config)
+    if rec["status"] != "finished":
+        raise RuntimeError(f"source run {rec['run_id']} {rec['status']}; its cells stay empty until it is "
+                           f"rerun (delete its record)")
+    out = {k: v for k, v in rec["metrics"].items() if k != "history"}
+    out["source_run_id"] = rec["run_id"]
+    return out
+
+
+@dataclass
+class Trained:
+    """A source run's trained model with its test set, evaluated as the engine evaluates."""
+    spec: RunSpec
+    model: torch.nn.Module
+    test: object
+    dist: ddp.Dist
+    amp_dtype: torch.dtype | None
+
+    def evaluate(self, model: torch.nn.Module | None = None) -> dict:
+        """Top-1 / top-5 (%) on the run's whole test set (all ranks)."""
+        return evaluate(model or self.model, self.test, self.dist, self.amp_dtype)
+
+
+def trained(config: dict) -> Trained:
+    """The source's model as trained (checkpoint of its last epoch), in eval mode on the default device."""
+    from repro.data import build_data
+    from repro.train.model import create_model
+
+    spec = source_spec(config)
+    if spec.kind != "train":
+        raise ConfigError(f"source {spec.run_id} is a {spec.kind} run; a trained model needs a train run")
+    rt = _runtime()
+    path = run_dir(spec) / "last.pt"
+    if _finished_record(spec) is None:
+        execute(spec, rt)               # trains, or finishes from a partial checkpoint, and records
+    elif not path.exists():
+        train(spec, rt)                 # rebuild the checkpoint; the record stays as measured
+    state = checkpoint.load(path, spec.fingerprint)
+    cfg, d = spec.config, rt.dist
+    data = build_data(cfg["data"], cfg["recipe"], seed=spec.seed, rank=d.rank, world=d.world_size,
+                      device=d.device, num_workers=rt.num_workers)
+    model = create_model(cfg, data.num_classes)
+    checkpoint.restore_module(model, state["model"], path)
+    amp_dtype = torch.bfloat16 if d.device.type == "cuda" else None
+    return Trained(spec, model.to(d.device).eval(), data.test, d, amp_dtype)
