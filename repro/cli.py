@@ -116,14 +116,14 @@ def validate(spec: RunSpec, seen_data: set | None = None) -> None:
 
 
 def _distinct_shapes(specs: list[RunSpec]) -> list[RunSpec]:
-    """One spec per distinct model, data shape and training objective for dry runs: recipe values
+    """One spec per distinct model, data shape, objective and init for dry runs: recipe values
     (lr, epochs, fraction, augmentation strengths) and probes do not change what can rot at paper
     scale (probes and extra losses are exercised by the tiny smoke runs), so they are ignored."""
     seen, out = set(), []
     for s in specs:
         c, data = s.config, s.config.get("data", {})
-        objective = (c.get("objective") or {}).get("fn")
-        key = repr((s.kind, c.get("model"), c.get("probe"), objective, data.get("img_size"), data.get("num_classes")))
+        hooks = [(c.get(k) or {}).get("fn") for k in ("objective", "init")]  # both build or load modules
+        key = repr((s.kind, c.get("model"), c.get("probe"), hooks, data.get("img_size"), data.get("num_classes")))
         if key not in seen:
             seen.add(key)
             out.append(s)
