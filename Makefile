@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PAPER  ?=
 SCALE  ?=
 
-.PHONY: install test test-fast reproduce report bench zoo clean
+.PHONY: install test test-fast reproduce reproduce-all report bench zoo clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,14 @@ zoo: $(PY)
 # `make reproduce PAPER=convit [SCALE=tiny|small|full] [TABLES=table2] [SEEDS=3]`: runs, then the report.
 reproduce: $(PY)
 	$(PY) -m repro reproduce paper=$(PAPER) $(if $(SCALE),scale=$(SCALE)) $(if $(TABLES),tables=$(TABLES)) $(if $(SEEDS),seeds=$(SEEDS))
+
+# `make -j2 reproduce-all SCALE=tiny`: every paper, one make job each (a tiny run uses one thread, so
+# -j2 fills both cores of a 2-core machine); each job rebuilds its paper's report and the index.
+PAPERS := oversmoothing augvit cmhsa respostln convit  # longest first, for -j
+reproduce-all: $(addprefix reproduce-,$(PAPERS))
+
+reproduce-%: $(PY)
+	$(PY) -m repro reproduce paper=$* runtime.progress=false $(if $(SCALE),scale=$(SCALE)) $(if $(SEEDS),seeds=$(SEEDS))
 
 # `make report [PAPER=convit]`: rebuild reports from committed records only (no training).
 report: $(PY)

@@ -155,3 +155,18 @@ def test_loader_pipeline_with_resize_and_repeated_aug(monkeypatch, tmp_path):
     assert x.shape == (4, 3, 24, 24) and x.dtype == torch.float32
     xs = [x for x, _ in data.test.batches()]
     assert sum(len(x) for x in xs) == 6 and xs[0].shape[1:] == (3, 24, 24)
+
+
+@pytest.mark.parametrize("pipeline", ["tensor", "loader"])
+def test_probe_sample_spans_every_class_of_a_class_sorted_test_set(tmp_path, monkeypatch, pipeline):
+    monkeypatch.setenv("REPRO_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("REPRO_CACHE_DIR", str(tmp_path / "cache"))
+    make_tree(tmp_path)  # test set: class 0 x7, class 1 x5, class 2 x6, stored in that order
+    data = build_data({**DATA, "pipeline": pipeline}, RECIPE, seed=0)
+    first = next(data.test.batches())[1][:6]
+    assert set(first.tolist()) == {0}  # why the probes must not take the first batch
+    x, y = data.test.sample(6)
+    assert x.shape == (6, 3, 32, 32) and y.tolist() == [0, 0, 0, 1, 2, 2]  # items 0, 3, 6, 9, 12, 15
+    all_x = torch.cat([x for x, _ in data.test.batches()])
+    assert torch.equal(x, all_x[[0, 3, 6, 9, 12, 15]])  # the same normalised images the evaluation sees
+    assert len(data.test.sample(100)[1]) == 18  # never more than the set

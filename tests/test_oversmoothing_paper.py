@@ -69,9 +69,12 @@ def test_every_run_fills_measured_cells_of_paper_yaml_and_is_runnable(scale):
 def test_tiny_is_small_cpu_work_with_depth_12_and_24():
     specs = resolved("tiny")
     train = [s for s in specs if s.kind == "train"]
-    assert {s.table for s in specs} == {"figure2", "table1", "table2", "table4"}
+    assert {s.table for s in specs} == {"figure2", "table1", "table2", "table3", "table4", "table5"}
+    rows = {t: {s.cell["row"] for s in train if s.table == t} for t in ("table1", "table3", "table4", "table5")}
+    assert rows["table1"] == set(ex.LOSSES) and rows["table4"] == set(ex.TRICKS)  # every row, as at full
+    assert len(rows["table3"]) == 7 and rows["table5"] == {"dp010", "dp050", "dp075"}
     depths = sorted(s.config["model"]["kwargs"]["depth"] for s in train)
-    assert set(depths) == {12, 24} and len(train) <= 20 and depths.count(24) <= 4
+    assert set(depths) == {12, 24} and len(train) == 2 + 7 + 7 + 12 + 6 and depths.count(24) == 2 + 1 + 2 + 6
     for s in train:
         assert s.config["data"]["name"] == "cifar10_jpeg" and s.config["data"]["img_size"] == 32
         assert s.config["model"]["kwargs"]["patch_size"] == 8 and s.config["model"]["kwargs"]["embed_dim"] <= 64
@@ -125,7 +128,9 @@ def test_table4_rows_remove_exactly_one_trick_from_both_columns(scale):
     full = resolved("full")
     assert by(full, "table4", "no_random_erasing", "deit_no_random_erasing").config["recipe"]["reprob"] == 0.0
     assert by(full, "table4", "no_mixup", "ours_no_mixup").config["recipe"]["cutmix"] == 1.0  # CutMix kept
-    assert by(full, "table4", "standard", "ours_standard").config["recipe"]["repeated_aug"] is True
+    for name in ("deit", "ours"):  # every row but its own keeps repeated augmentation, at every scale
+        assert by(specs, "table4", "standard", f"{name}_standard").config["recipe"]["repeated_aug"] is True
+        assert by(specs, "table4", "no_repeated_aug", f"{name}_no_repeated_aug").config["recipe"]["repeated_aug"] is False
 
 
 def test_seeds_multiply_training_runs_not_probes():

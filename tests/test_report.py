@@ -139,6 +139,17 @@ def test_cell_mean_std_n_delta_and_noise(tmp_path):
     assert ours.measured_text() == "51.00 ± 1.00" and ours.delta_text() == "-9.00"
 
 
+def test_time_to_table_sums_the_distinct_runs_filling_it(tmp_path):
+    cmp, _ = _toy_comparison(tmp_path)
+    from repro.report.compare import cost_text
+    cost = cmp.view("t", "tiny").cost  # 4 rows x 2 columns x 3 seeds, 90 s each; the stray f7 fills nothing
+    assert (cost["runs"], cost["timed"], cost["compute_s"]) == (24, 24, 24 * 90.0)
+    assert cost_text(cost) == "24 runs, 36.0 min of compute on cpu (x86_64, 2 threads)"
+    size = cmp.view("size", "tiny").cost  # m1, m2 and the diverged m3: one record per row however many columns
+    assert (size["runs"], size["compute_s"]) == (3, 270.0) and cost_text(size).startswith("3 runs, 4.5 min")
+    assert cost_text({"runs": 1, "timed": 1, "compute_s": 42.0, "hardware": []}) == "1 run, 42 s of compute"
+
+
 def test_derived_gap_is_computed_per_seed(tmp_path):
     cmp, _ = _toy_comparison(tmp_path)
     gap = cmp.cell(Ref("t", "f1", "gap"), "tiny")
@@ -200,6 +211,7 @@ def test_build_report_writes_every_output(tmp_path):
         assert "cpu (x86_64, 2 threads)" in text and "torch 2.5.0" in text
         assert "0.78 h" in text  # 31 runs x 90 s of wall time
         assert "make reproduce PAPER=toy SCALE=tiny TABLES=size" in text  # the command filling 'not run' cells
+        assert "Time to table: 24 runs, 36.0 min of compute on cpu (x86_64, 2 threads)." in text
     assert "| 10%  | 41.5 / 41.00 ± 1.00 ✓" in md.replace("  ", " ").replace("  ", " ") or "41.5 / 41.00 ± 1.00 ✓" in md
     # paper text is text: no markup from the caption reaches the page
     assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt; &amp; more" in page
@@ -208,9 +220,11 @@ def test_build_report_writes_every_output(tmp_path):
     assert page.count("data:image/png;base64,") == 2
     s = json.loads((out / "summary.json").read_text())
     assert s["scales"] == ["tiny"] and s["commits"] == ["abcdef012345-dirty"]
+    cost = {"runs": 24, "timed": 24, "compute_s": 2160.0, "hardware": ["cpu (x86_64, 2 threads)"]}
     assert s["tables"]["t"] == {"reproduced": True, "cells": 8, "by_scale": {"tiny": {"measured": 8, "not_run": 0,
-                                                                                      "invalid": 0}}}
-    assert s["tables"]["size"]["by_scale"]["tiny"] == {"measured": 8, "not_run": 6, "invalid": 1}
+                                                                                      "invalid": 0, "cost": cost}}}
+    assert {k: v for k, v in s["tables"]["size"]["by_scale"]["tiny"].items() if k != "cost"} == {
+        "measured": 8, "not_run": 6, "invalid": 1}
     claims = {c["id"]: c for c in s["claims"]}
     assert claims["noisy"]["verdict"] == "inconclusive" and claims["m1_first"]["verdict"] == "fails"
     assert claims["ahead"]["scale"] == "tiny" and "Welch" in claims["ahead"]["statistic"]
@@ -236,7 +250,8 @@ def test_scales_are_reported_separately(tmp_path):
     build_report("toy", papers_dir=papers, results_dir=results, notebook_execute=None)
     s = json.loads((results / "toy" / "summary.json").read_text())
     assert s["scales"] == ["tiny", "small"]
-    assert s["tables"]["t"]["by_scale"]["small"] == {"measured": 1, "not_run": 7, "invalid": 0}
+    assert s["tables"]["t"]["by_scale"]["small"] == {"measured": 1, "not_run": 7, "invalid": 0, "cost": {
+        "runs": 3, "timed": 3, "compute_s": 270.0, "hardware": ["cpu (x86_64, 2 threads)"]}}
     ahead = {c["scale"]: c["verdict"] for c in s["claims"] if c["id"] == "ahead"}
     assert ahead == {"tiny": "holds", "small": "not run"}
 
@@ -338,7 +353,9 @@ def test_convit_report_from_synthetic_records(tmp_path):
     verdicts = {c["id"]: c["verdict"] for c in s["claims"]}
     assert verdicts["t2_convit_ahead_top1"] == "holds" and verdicts["t2_gap_shrinks_top1"] == "holds"
     assert verdicts["t1_convit_beats_deit"] == "not run"
-    assert s["tables"]["table2"]["by_scale"]["tiny"] == {"measured": 20, "not_run": 0, "invalid": 0}
+    t2 = s["tables"]["table2"]["by_scale"]["tiny"]
+    assert t2.pop("cost")["timed"] == 0  # these synthetic records carry no wall time
+    assert t2 == {"measured": 20, "not_run": 0, "invalid": 0}
     assert (results / "convit" / "figures" / "nonlocality-tiny.png").is_file()
     assert (results / "convit" / "figures" / "accuracy_vs_fraction-tiny.png").is_file()
     assert not (results / "convit" / "figures" / "gating-tiny.png").exists()  # no gating metric recorded

@@ -59,13 +59,13 @@ def shortcut_analysis(model: nn.Module, images: torch.Tensor) -> dict:
 
 
 def probe_images(config: dict, count: int, size: int | None = None) -> torch.Tensor:
-    """The first ``count`` test images, as the engine hands them to the probes of a train run.
+    """``count`` test images spread over the test set, as the engine hands them to the probes of a train run.
 
     Resized (bicubic) to ``size`` when the model's resolution is not the data's (Aug-ViT-S at 224 px
     measured on CIFAR images).
     """
     data = build_data(config["data"], config["recipe"], seed=0)
-    images = next(iter(data.test.batches()))[0][:count]
+    images = data.test.sample(count)[0]
     if size and images.shape[-1] != size:
         images = F.interpolate(images, size=size, mode="bicubic", align_corners=False)
     return images

@@ -53,14 +53,14 @@ def oversmoothing(model: nn.Module, ctx) -> dict:
 def random_init(config: dict) -> dict:
     """Probe run (config['probe']): Figure 2's metrics of the run's model at initialisation.
 
-    The images are the first ``PROBE_BATCH`` test images, normalised as in training: the batch the
+    The images are ``PROBE_BATCH`` test images spread over the set, normalised as in training: the batch the
     engine hands its training probes (runtime.probe_batch, default 64). Weights: torch.manual_seed(0).
     """
     torch.manual_seed(0)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     # only the test images are used: batch 1 keeps a small training subset from refusing to load
     data = build_data(config["data"], {**config["recipe"], "batch_size": 1}, seed=0, device=device)
-    images, _ = next(iter(data.test.batches()))
+    images, _ = data.test.sample(PROBE_BATCH)
     model = create_model(config, data.num_classes).to(device)
     return {**oversmoothing_metrics(model, images[:PROBE_BATCH]),
             **evaluate(model, data.test, Dist(device=device), None), "params": _count(model)}

@@ -17,6 +17,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from torchvision import transforms
 
 from .sources import Split
+from .tensor_loader import spread
 
 
 class SplitDataset(Dataset):
@@ -96,3 +97,11 @@ class ImageEvalLoader:
     def batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         for x, y in self.loader:
             yield x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+
+    def sample(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``n`` test images spread evenly over the set (see TensorEvalLoader.sample)."""
+        dataset = self.loader.dataset
+        items = [dataset[int(i)] for i in spread(len(dataset), n)]
+        x = torch.stack([x for x, _ in items]).to(self.device)
+        return x, torch.as_tensor([int(y) for _, y in items], device=self.device)
+

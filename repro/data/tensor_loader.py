@@ -59,3 +59,16 @@ class TensorEvalLoader:
     def batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         for i in range(0, len(self.labels), self.batch_size):
             yield self.normalize(self.images[i:i + self.batch_size]), self.labels[i:i + self.batch_size]
+
+    def sample(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``n`` images spread evenly over the test set, for probes: the test sets are stored class by
+        class, so the first n would all be one class."""
+        idx = spread(len(self.labels), n).to(self.labels.device)
+        return self.normalize(self.images[idx]), self.labels[idx]
+
+
+def spread(total: int, n: int) -> torch.Tensor:
+    """Indices of min(n, total) items evenly spaced over range(total)."""
+    n = min(n, total)
+    return torch.arange(n, dtype=torch.long) * total // max(n, 1)
+

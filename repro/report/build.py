@@ -34,7 +34,8 @@ def summarize(cmp: Comparison, verdicts: list[Verdict]) -> dict:
     for t in cmp.paper.tables:
         views = [v for v in cmp.views if v.table is t]
         tables[t.id] = {"reproduced": t.reproduced, "cells": views[0].counts()["cells"] if views else 0,
-                        "by_scale": {v.scale or "none": {k: n for k, n in v.counts().items() if k != "cells"}
+                        "by_scale": {v.scale or "none": {**{k: n for k, n in v.counts().items() if k != "cells"},
+                                                         **({"cost": v.cost} if v.cost.get("runs") else {})}
                                      for v in views if t.reproduced}}
     return {
         "paper": cmp.paper.id,

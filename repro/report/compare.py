@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from repro.records import RecordError
+from repro.report.provenance import hardware_label
 from repro.spec import Column, Paper, PaperValue, Ref, Table, decimals_of
 
 SCALE_ORDER = ("tiny", "small", "full")
@@ -186,6 +187,7 @@ class TableView:
     scale: str | None
     cells: dict[tuple[str, str], Cell]
     command: str
+    cost: dict = field(default_factory=dict)  # time to table: see table_cost
 
     def detail_rows(self) -> list[list]:
         """One line per cell that has something measured or something wrong (see DETAIL_HEADERS)."""
@@ -369,7 +371,36 @@ def table_view(paper: Paper, table: Table, scale: str | None, index) -> TableVie
             if col.derived:
                 cells[(row.key, col.key)] = _derived_cell(table, row, col, scale, cells)
     command = reproduce_command(paper.id, table.id, scale) if table.reproduced else ""
-    return TableView(table, scale, cells, command)
+    return TableView(table, scale, cells, command, table_cost(table, scale, index))
+
+
+def table_cost(table: Table, scale: str | None, index) -> dict:
+    """Time to table: the distinct runs filling its cells at this scale, their summed wall time and where
+    they ran. Why: regenerating a table costs machine hours, and a reader planning a rerun needs them."""
+    recs = {}
+    for row in table.rows:
+        for col in table.columns:
+            for rec, _ in index.get((scale, table.id, row.key, col.key), []):
+                recs[rec.get("run_id")] = rec
+    provs = [p if isinstance(p := r.get("provenance"), dict) else {} for r in recs.values()]
+    walls = [float(p["wall_s"]) for p in provs if isinstance(p.get("wall_s"), (int, float))]
+    return {"runs": len(recs), "timed": len(walls), "compute_s": round(sum(walls), 1) if walls else None,
+            "hardware": sorted({hardware_label(p) for p in provs})}
+
+
+def cost_text(cost: dict) -> str:
+    """'12 runs, 4.2 min of compute on cpu (x86_64, 1 threads)' (empty when nothing ran)."""
+    if not cost.get("runs"):
+        return ""
+    text = f"{cost['runs']} run{'s' if cost['runs'] != 1 else ''}"
+    if cost.get("compute_s") is not None:
+        s = cost["compute_s"]
+        amount = f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min" if s < 7200 else f"{s / 3600:.2f} h"
+        untimed = cost["runs"] - cost["timed"]
+        text += f", {amount} of compute" + (f" ({untimed} untimed)" if untimed else "")
+    if cost.get("hardware"):
+        text += " on " + "; ".join(cost["hardware"])
+    return text
 
 
 def compare(paper: Paper, records: list[dict], bad: list[RecordError] | None = None) -> Comparison:

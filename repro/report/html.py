@@ -11,7 +11,7 @@ from pathlib import Path
 import jinja2
 
 from repro.report.claims import Verdict, tally
-from repro.report.compare import DETAIL_HEADERS, MEASURED, Cell, Comparison
+from repro.report.compare import DETAIL_HEADERS, MEASURED, Cell, Comparison, cost_text
 from repro.report.figures import RenderedFigure
 from repro.report.provenance import describe
 
@@ -45,7 +45,7 @@ def _png_data(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
 
 
-_ENV.globals.update(cell_class=cell_class, cell_title=cell_title, detail_headers=DETAIL_HEADERS)
+_ENV.globals.update(cell_class=cell_class, cell_title=cell_title, cost_text=cost_text, detail_headers=DETAIL_HEADERS)
 
 
 def render(cmp: Comparison, verdicts: list[Verdict], figures: list[RenderedFigure]) -> str:

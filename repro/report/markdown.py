@@ -7,7 +7,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from repro.report.claims import Verdict, tally
-from repro.report.compare import DETAIL_HEADERS, MEASURED, Cell, Comparison, TableView
+from repro.report.compare import DETAIL_HEADERS, MEASURED, Cell, Comparison, TableView, cost_text
 from repro.report.figures import RenderedFigure
 from repro.report.provenance import describe
 
@@ -44,6 +44,8 @@ def view_lines(cmp: Comparison, view: TableView) -> list[str]:
     scale = f"scale `{view.scale}`" if view.scale else "not run at any scale yet"
     out += [f"### {t.id} at {scale}: {counts['measured']}/{counts['cells']} cells measured", "",
             "Each cell: paper / ours (mean ± std over seeds); ✓ the paper lies within our noise, ✗ it does not.", ""]
+    if cost_text(view.cost):
+        out += [f"Time to table: {esc(cost_text(view.cost))}.", ""]
     headers = ["", *[c.label + (f" ({c.unit})" if c.unit else "") for c in t.columns]]
     body = [[r.label + (f" (cited: {r.cited})" if r.cited else "")] +
             [wide_cell(view.cells[(r.key, c.key)]) for c in t.columns] for r in t.rows]

@@ -28,7 +28,8 @@ def hardware_label(prov: dict) -> str:
     if dev == "cpu":
         extra = [str(prov["cpu"])] if prov.get("cpu") else []
         if prov.get("cpu_threads"):
-            extra.append(f"{prov['cpu_threads']} threads")
+            n = prov["cpu_threads"]
+            extra.append(f"{n} thread{'s' if n != 1 else ''}")
         dev = "cpu" + (f" ({', '.join(extra)})" if extra else "")
     ws = prov.get("world_size") or 1
     return dev + (f" x{ws}" if ws and ws > 1 else "")

@@ -170,8 +170,7 @@ def train(spec: RunSpec, rt: Runtime) -> Result:
 
     probe_images = None
     if probes:
-        x, y = next(iter(data.test.batches()))
-        probe_images = (x[:rt.probe_batch], y[:rt.probe_batch])
+        probe_images = data.test.sample(rt.probe_batch)
 
     def probe_ctx(epoch: int) -> ProbeContext:
         return ProbeContext(cfg, d.device, probe_images[0], probe_images[1], epoch, step, list(history))
