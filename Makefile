@@ -39,5 +39,8 @@ reproduce-%: $(PY)
 report: $(PY)
 	$(PY) -m repro.report $(if $(PAPER),--paper $(PAPER))
 
+# `make bench`: ours vs timm (benchmarks/throughput.py), then the data path's share of a training step
+# (benchmarks/data_path.py); both write results/bench/<device>*.json.
 bench: $(PY)
 	$(PY) -m benchmarks.throughput
+	$(PY) -m benchmarks.data_path

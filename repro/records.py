@@ -126,13 +126,17 @@ def load_records(paper: str, scales: Iterable[str] | None = None, root: Path | N
 
 
 def git_state(cwd: Path | None = None) -> dict:
-    """Commit sha and dirty flag of the checkout, or 'unknown' outside git."""
+    """Commit sha and dirty flag of the checkout, or 'unknown' outside git.
+
+    Dirty means tracked code or config differs from the commit; the repository's own results/ folder
+    is left out, since writing records and reports there is what runs do.
+    """
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
                               timeout=10).stdout.strip()
     try:
         sha = git("rev-parse", "HEAD") or "unknown"
-        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no", "--", ":(top)", ":(top,exclude)results"))
     except (OSError, subprocess.SubprocessError):
         sha, dirty = "unknown", False
     return {"git_sha": sha, "git_dirty": dirty}

@@ -79,3 +79,27 @@ def test_kill_during_write_keeps_old_record(tmp_path):
     p.join()
     rec = records.read_record(records.record_path("convit", "tiny", "killed", tmp_path))
     assert rec["metrics"] in ({"top1": 1.0}, {"blob": list(range(3_000_000))})
+
+
+def test_git_dirty_means_code_changed_not_results(tmp_path):
+    import subprocess
+
+    from repro.records import git_state
+
+    def git(*args):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
+                       capture_output=True)
+
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "REPORT.md").write_text("old")
+    (tmp_path / "model.py").write_text("x = 1")
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-qm", "init")
+    sub = tmp_path / "results"
+    assert git_state(tmp_path)["git_dirty"] is False and len(git_state(tmp_path)["git_sha"]) == 40
+    (tmp_path / "results" / "REPORT.md").write_text("rebuilt by a run")  # what every run does
+    (tmp_path / "results" / "new.json").write_text("{}")
+    assert git_state(tmp_path)["git_dirty"] is False and git_state(sub)["git_dirty"] is False
+    (tmp_path / "model.py").write_text("x = 2")
+    assert git_state(tmp_path)["git_dirty"] is True and git_state(sub)["git_dirty"] is True

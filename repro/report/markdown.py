@@ -82,7 +82,8 @@ def render(cmp: Comparison, verdicts: list[Verdict], figures: list[RenderedFigur
     lines += ["## Claims", ""]
     if verdicts:
         for scale, counts in tally(verdicts).items():
-            lines += [f"At scale `{scale}`: " + ", ".join(f"{n} {v}" for v, n in counts.items()), ""]
+            where = f"At scale `{scale}`" if scale != "none" else "Judged at no scale yet (their scales have no records)"
+            lines += [f"{where}: " + ", ".join(f"{n} {v}" for v, n in counts.items()), ""]
         lines += [_table([[v.claim.id, v.claim.text, v.scale or "-", v.verdict.upper() if v.verdict == "fails"
                            else v.verdict, v.statistic, v.on_paper or "-"] for v in verdicts],
                          ["claim", "text", "scale", "verdict", "statistic", "on the paper's numbers"]), ""]
