@@ -16,23 +16,20 @@ results/bench/<device>-data_path.json.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
-import re
 import time
 from pathlib import Path
 
 import timm
 import torch
-from hydra import compose, initialize_config_module
+from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from tabulate import tabulate
 
+import repro
 import repro.models  # noqa: F401  (registers repro_*)
-from benchmarks.throughput import peak_flops
+from benchmarks.device import device_name, peak_flops, save
 from repro.data import DataError, build_data
 from repro.probes.cost import count_macs
-from repro.records import atomic_write_bytes, git_state
 from repro.train.recipe import build_criterion, build_mixup, build_optimizer
 
 
@@ -41,7 +38,7 @@ def run_config(scale: str, synthetic: bool, batch: int | None) -> dict:
     overrides = [f"scale={scale}"] + (["data.synthetic=true"] if synthetic else [])
     if batch:
         overrides.append(f"recipe.batch_size={batch}")
-    with initialize_config_module(config_module="repro.conf", version_base=None):
+    with initialize_config_dir(config_dir=str(Path(repro.__file__).parent / "conf"), version_base=None):
         cfg = compose(config_name="config", overrides=overrides)
     return OmegaConf.to_container(cfg, resolve=True)
 
@@ -118,8 +115,7 @@ def main(argv=None) -> None:
     t_model = timed(lambda: model_step(*fixed), steps, device)
     t_step = timed(lambda: model_step(*next_batch()), steps, device)
     outside = max(0.0, 1 - t_model / t_step)
-    dev_name = torch.cuda.get_device_name(0) if cuda else f"cpu-{platform.machine()}-{torch.get_num_threads()}t"
-    peak = peak_flops(dev_name)
+    peak = peak_flops(device_name())
     images_s = batch / t_step
     mfu = 2 * macs * 3 * images_s / peak if peak else None
     print(tabulate([["data path", f"{1e3 * t_data:.2f}", f"{batch / t_data:.0f}"],
@@ -129,15 +125,12 @@ def main(argv=None) -> None:
     print(f"\nstep time outside the model: {100 * outside:.1f} %  (data path alone: {100 * t_data / t_step:.1f} %)")
     print(f"MFU: {'n/a (no peak FLOP/s known for this device)' if mfu is None else f'{100 * mfu:.1f} %'}"
           f"  ({2 * macs / 1e9:.3f} GFLOPs forward per image)")
-    out = dict(device=dev_name, torch=torch.__version__, timm=timm.__version__, **git_state(),
+    path = save(args.out, "-data_path", dict(
                settings=dict(model=args.model, scale=args.scale, batch=batch, steps=steps, compile=args.compile,
                              amp_bf16=cuda, data=data.info["train"], aa=recipe.get("aa"), reprob=recipe.get("reprob"),
                              mixup=recipe.get("mixup"), cutmix=recipe.get("cutmix")),
                data_s=t_data, model_s=t_model, step_s=t_step, outside_model_fraction=outside,
-               data_fraction=t_data / t_step, images_per_s=images_s, gflops_per_image=2 * macs / 1e9, mfu=mfu)
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", dev_name)
-    path = args.out / f"{slug}-data_path.json"
-    atomic_write_bytes(path, (json.dumps(out, indent=1) + "\n").encode())
+               data_fraction=t_data / t_step, images_per_s=images_s, gflops_per_image=2 * macs / 1e9, mfu=mfu))
     print(f"wrote {path}")
 
 

@@ -12,8 +12,6 @@ On CPU (2 cores here) batches are small and numbers only compare models with eac
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import re
 from pathlib import Path
 
@@ -24,7 +22,7 @@ from tabulate import tabulate
 import repro.models  # noqa: F401  (registers repro_*)
 from repro.probes.cost import count_macs
 from repro.probes.speed import throughput
-from repro.records import atomic_write_bytes, git_state
+from benchmarks.device import device_name, peak_flops, save
 
 # (label, ours, timm reference, kwargs shared by both, image size)
 PAIRS = [
@@ -35,13 +33,6 @@ PAIRS = [
     ("DeiT-Ti/32px", "repro_deit_tiny_c32", "deit_tiny_patch16_224", dict(img_size=32, patch_size=4, num_classes=10), 32),
     ("ConViT-Ti/32px", "repro_convit_tiny_c32", "convit_tiny", dict(img_size=32, patch_size=4, num_classes=10), 32),
 ]
-PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12}  # dense bf16, vendor datasheets
-
-
-def peak_flops(device_name: str) -> float | None:
-    return next((v for k, v in PEAK_BF16.items() if k in device_name), None)
-
-
 def bench_one(name: str, kwargs: dict, img: int, batch: int, train: bool, steps: int, device, compile_: bool):
     model = timm.create_model(name, **kwargs).to(device)
     if compile_:
@@ -64,7 +55,7 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
-    dev_name = torch.cuda.get_device_name(0) if cuda else f"cpu-{platform.machine()}-{torch.get_num_threads()}t"
+    dev_name = device_name()
     steps = args.steps or (20 if cuda else 3)
     rows, table = [], []
     for label, ours, ref, kw, img in PAIRS:
@@ -105,11 +96,8 @@ def main(argv=None) -> None:
     print()
     print(tabulate([[s["size"], "train" if s["train"] else "infer", f"{s['ours']:.2f}", f"{s['timm']:.2f}"]
                     for s in summary], headers=["size", "mode", "ConViT/DeiT ours", "ConViT/DeiT timm"]))
-    out = dict(device=dev_name, torch=torch.__version__, timm=timm.__version__, **git_state(),
-               settings=dict(steps=steps, amp_bf16=cuda, batch=args.batch), rows=rows, convit_deit_ratio=summary)
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", dev_name)
-    path = args.out / f"{slug}.json"
-    atomic_write_bytes(path, (json.dumps(out, indent=1) + "\n").encode())
+    path = save(args.out, "", dict(settings=dict(steps=steps, amp_bf16=cuda, batch=args.batch), rows=rows,
+                                   convit_deit_ratio=summary))
     print(f"\nwrote {path}")
 
 
