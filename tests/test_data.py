@@ -170,3 +170,34 @@ def test_probe_sample_spans_every_class_of_a_class_sorted_test_set(tmp_path, mon
     all_x = torch.cat([x for x, _ in data.test.batches()])
     assert torch.equal(x, all_x[[0, 3, 6, 9, 12, 15]])  # the same normalised images the evaluation sees
     assert len(data.test.sample(100)[1]) == 18  # never more than the set
+
+
+def test_batched_random_erasing_draws_like_timms():
+    import random
+
+    from timm.data.random_erasing import RandomErasing
+
+    from repro.data.batch_aug import random_erase
+
+    n = 4000
+    ours = random_erase(torch.zeros(n, 3, 32, 32), 0.25, torch.Generator().manual_seed(0))
+    random.seed(0)
+    ref = RandomErasing(0.25, mode="pixel", device="cpu")(torch.zeros(n, 3, 32, 32))
+    for x in (ours, ref):  # erased pixels are N(0, 1) noise, the rest untouched
+        assert (x != 0).any(1).eq((x != 0).all(1)).float().mean() > 0.999
+    o_area, r_area = ((x != 0).any(1).flatten(1).float().mean(1) for x in (ours, ref))
+    o_hit, r_hit = o_area > 0, r_area > 0
+    assert abs(o_hit.float().mean() - 0.25) < 0.025 and abs(r_hit.float().mean() - 0.25) < 0.025
+    assert abs(o_area[o_hit].mean() - r_area[r_hit].mean()) < 0.015  # mean erased share (about 0.17)
+    assert o_area.max() <= 1 / 3 + 0.05 and o_area[o_hit].min() >= 0.015
+    # each erased region is one axis-aligned box
+    m = (ours != 0).any(1)
+    for i in torch.nonzero(o_hit).flatten()[:50]:
+        r, c = torch.nonzero(m[i], as_tuple=True)
+        assert m[i, r.min():r.max() + 1, c.min():c.max() + 1].all()
+    # the generator alone decides: the same seed gives the same batch, on any earlier global RNG state
+    torch.manual_seed(123)
+    again = random_erase(torch.zeros(n, 3, 32, 32), 0.25, torch.Generator().manual_seed(0))
+    assert torch.equal(again, ours)
+    const = random_erase(torch.ones(64, 3, 32, 32), 1.0, torch.Generator().manual_seed(1), mode="const")
+    assert (const == 0).any() and set(const.unique().tolist()) == {0.0, 1.0}

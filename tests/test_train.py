@@ -1,4 +1,5 @@
 """Training engine: DeiT recipe parts, checkpoints, the loop (learns, diverges, hooks), kill/resume, DDP."""
+import csv
 import json
 import random
 import subprocess
@@ -191,7 +192,10 @@ def test_sigkill_at_random_steps_then_resume_gives_identical_metrics(dirs, tmp_p
             if p.poll() is not None:
                 pytest.fail(p.stdout.read())
         _wait_rows(log, after_epoch, p)
-        delay = rng.uniform(0.05, 0.6)
+        # kill inside the next epoch: a delay in units of the last epoch's time, which on an idle
+        # machine can be shorter than any fixed delay (the run would finish before the kill)
+        epoch_s = float(list(csv.DictReader(log.read_text().splitlines()))[-1]["epoch_s"])
+        delay = rng.uniform(0.05, 0.8) * epoch_s
         time.sleep(delay)
         p.kill()
         p.wait()

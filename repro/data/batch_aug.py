@@ -10,10 +10,14 @@ magnitude m read from timm's policy string ``rand-m9-n2-...``; ``num_magnitude_b
 launch per image. Against timm's PIL ``rand-m9-mstd0.5-inc1`` it differs in: no magnitude noise
 (mstd), ops always applied (timm applies each with p=0.5; torchvision has an Identity op instead),
 torchvision's op set and the per-group (not per-image) op choice. Crop, flip and erasing are
-per image.
+per image. Random erasing on a GPU draws timm's distribution for the whole batch at once
+(``random_erase``, a few kernels per batch, from the epoch's generator); on a CPU it is timm's
+``RandomErasing``, which loops over the images but only fills the erased ones, and measured faster
+there (2.3 vs 10.6 ms per batch of 512 32 px images on the 2-core development machine).
 """
 from __future__ import annotations
 
+import math
 import re
 
 import torch
@@ -86,10 +90,13 @@ class BatchAugment:
             num_ops=ra[0], magnitude=ra[1], num_magnitude_bins=11, fill=fill)
         self.group = max(1, int(data.get("aug_group", 16)))
         self.normalize = Normalize(data["mean"], data["std"], int(data["img_size"]), device)
-        reprob = float(recipe.get("reprob", 0.0))
-        self.erase = None if reprob <= 0 else RandomErasing(
-            reprob, mode=recipe.get("remode", "pixel"), max_count=int(recipe.get("recount", 1)),
-            device=device)
+        self.reprob, self.remode = float(recipe.get("reprob", 0.0)), recipe.get("remode", "pixel")
+        self.recount = max(1, int(recipe.get("recount", 1)))
+        if self.remode not in ERASE_MODES:
+            raise ValueError(f"recipe.remode={self.remode!r}: use one of {', '.join(ERASE_MODES)}")
+        self.timm_erase = None
+        if self.reprob > 0 and torch.device(device).type == "cpu":
+            self.timm_erase = RandomErasing(self.reprob, mode=self.remode, max_count=self.recount, device="cpu")
 
     def __call__(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         x = random_crop(x, self.padding, gen)
@@ -97,6 +104,59 @@ class BatchAugment:
         if self.rand_augment is not None:
             x = torch.cat([self.rand_augment(chunk) for chunk in x.split(self.group)])
         x = self.normalize(x)
-        if self.erase is not None:
-            x = self.erase(x)
+        if self.timm_erase is not None:
+            return self.timm_erase(x)
+        return random_erase(x, self.reprob, gen, self.remode, self.recount)
+
+
+ERASE_MODES = ("pixel", "rand", "const")
+
+
+def random_erase(x: torch.Tensor, p: float, gen: torch.Generator, mode: str = "pixel", max_count: int = 1,
+                 area: tuple[float, float] = (0.02, 1 / 3), min_aspect: float = 0.3,
+                 attempts: int = 10) -> torch.Tensor:
+    """Random erasing (Zhong et al.) as timm's ``RandomErasing`` draws it, for a whole batch at once.
+
+    Why not timm's: it loops over the images in Python with one fill per image, hundreds of kernel
+    launches per batch on a GPU. Same distribution: an image is erased with probability p, in 1..max_count
+    boxes; each box tries up to ``attempts`` (area, aspect) draws and keeps the first that fits
+    (h < H and w < W), at a uniform position; 'pixel' fills with N(0, 1) per pixel, 'rand' per channel,
+    'const' with 0.
+    """
+    if p <= 0:
         return x
+    b, c, height, width = x.shape
+    dev = x.device
+
+    def uniform(*shape):
+        return torch.rand(shape, generator=gen, device=dev)
+
+    erase = uniform(b) < p
+    count = 1 + (uniform(b) * max_count).long().clamp_(max=max_count - 1)
+    rows = torch.arange(height, device=dev).view(1, height, 1)
+    cols = torch.arange(width, device=dev).view(1, 1, width)
+    log_lo, log_hi = math.log(min_aspect), math.log(1 / min_aspect)
+    out = x
+    for k in range(max_count):
+        target = (area[0] + (area[1] - area[0]) * uniform(b, attempts)) * (height * width) / count[:, None]
+        aspect = torch.exp(log_lo + (log_hi - log_lo) * uniform(b, attempts))
+        h = torch.round(torch.sqrt(target * aspect)).long()
+        w = torch.round(torch.sqrt(target / aspect)).long()
+        fits = (h < height) & (w < width)
+        first = fits.int().argmax(1, keepdim=True)  # first attempt that fits (0 when none does)
+        h, w = h.gather(1, first).squeeze(1), w.gather(1, first).squeeze(1)
+        active = erase & (k < count) & fits.any(1)
+        top = (uniform(b) * (height - h + 1)).long()
+        left = (uniform(b) * (width - w + 1)).long()
+        box = ((rows >= top.view(b, 1, 1)) & (rows < (top + h).view(b, 1, 1))
+               & (cols >= left.view(b, 1, 1)) & (cols < (left + w).view(b, 1, 1)) & active.view(b, 1, 1))
+        if mode == "pixel":
+            fill = torch.randn(x.shape, generator=gen, device=dev, dtype=x.dtype)
+        elif mode == "rand":
+            fill = torch.randn((b, c, 1, 1), generator=gen, device=dev, dtype=x.dtype).expand_as(x)
+        elif mode == "const":
+            fill = torch.zeros((), device=dev, dtype=x.dtype)
+        else:
+            raise ValueError(f"recipe.remode={mode!r}: use one of {', '.join(ERASE_MODES)}")
+        out = torch.where(box.unsqueeze(1), fill, out)
+    return out

@@ -27,7 +27,7 @@ class DataError(FileNotFoundError):
 
 def data_root() -> Path:
     """``REPRO_DATA_DIR`` or ``./data``."""
-    return Path(os.environ.get("REPRO_DATA_DIR", "data"))
+    return Path(os.environ.get("REPRO_DATA_DIR") or "data")  # set but empty: the default too
 
 
 # name -> (folder under the data root, train split, test split, how to get it)
