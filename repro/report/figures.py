@@ -123,7 +123,7 @@ def draw(cmp: Comparison, fig: Figure, scale: str | None) -> MplFigure | None:
 def png_bytes(mpl: MplFigure) -> bytes:
     """PNG without a software tag, so rebuilding from the same records gives the same bytes."""
     buf = io.BytesIO()
-    mpl.savefig(buf, format="png", dpi=110, metadata={"Software": None})
+    mpl.savefig(buf, format="png", dpi=110, bbox_inches="tight", metadata={"Software": None})  # no clipped labels
     return buf.getvalue()
 
 
