@@ -8,7 +8,7 @@ documented in ``repro/report/README.md``; in short::
     tables:  [{id, caption, source, reproduced, reason, note,
                columns: [{key, label, unit, compare, derived: {op, a, b}, measured_scale, note}],
                rows:    [{key, label, x, cited, note, values: {<column key>: "<printed>"}}]}]
-    figures: [{id, caption, source, kind, table, x_label, y_label, x_scale,
+    figures: [{id, caption, source, kind, table, x_label, y_label, x_scale, y_scale,
                series: [{label, row, column, metric}]}]
     claims:  [{id, text, source, table, check, scales, alpha, tolerance,
                pairs | cells | columns+rows | column+rows+direction | cell+bound}]
@@ -32,6 +32,7 @@ import yaml
 COMPARE_MODES = ("value", "exact", "show")
 DERIVED_OPS = ("rel_gap", "ratio", "diff")
 FIGURE_KINDS = ("per_layer", "per_epoch", "vs_rows")
+AXIS_SCALES = ("linear", "log")
 CHECKS = ("greater", "ordering", "monotone", "bound", "within_noise")
 SUFFIXES = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 
@@ -154,6 +155,7 @@ class Figure:
     x_label: str = ""
     y_label: str = ""
     x_scale: str = "linear"
+    y_scale: str = "linear"
     line: int = 0
 
 
@@ -377,12 +379,16 @@ def _table(c: _Checker, m: _Map) -> Table | None:
 
 def _figure(c: _Checker, m: _Map, paper: Paper) -> Figure | None:
     what = f"figure {m.get('id')!r}"
-    if not c.keys(m, ("id", "caption", "source", "kind", "table", "series", "x_label", "y_label", "x_scale"),
+    if not c.keys(m, ("id", "caption", "source", "kind", "table", "series", "x_label", "y_label", "x_scale", "y_scale"),
                   ("id", "caption", "kind", "table", "series"), what):
         return None
     f = Figure(id=_str(m["id"]), caption=_str(m["caption"]), source=_str(m.get("source")), kind=_str(m["kind"]),
                table=_str(m["table"]), series=[], x_label=_str(m.get("x_label")), y_label=_str(m.get("y_label")),
-               x_scale=_str(m.get("x_scale")) or "linear", line=m.line)
+               x_scale=_str(m.get("x_scale")) or "linear", y_scale=_str(m.get("y_scale")) or "linear", line=m.line)
+    for axis in ("x_scale", "y_scale"):
+        if getattr(f, axis) not in AXIS_SCALES:
+            c.problem(m.key_lines[axis], f"{what}: {axis} {getattr(f, axis)!r} is not one of {AXIS_SCALES}")
+            return None
     if f.kind not in FIGURE_KINDS:
         c.problem(m.key_lines["kind"], f"{what}: kind {f.kind!r} is not one of {FIGURE_KINDS}")
         return None

@@ -181,3 +181,13 @@ def test_convit_paper_yaml_matches_agreed_keys_and_printed_numbers():
                                              "gating_training", "nonlocality_issue23", "fig8_locality",
                                              "fig8_gpsa_layers"}
     assert all(not c.invalid for c in paper.claims)
+
+
+def test_figure_axis_scales_are_checked(tmp_path):
+    fig = ("figures:\n  - {id: f, caption: c, kind: per_layer, table: t1, y_scale: %s,\n"
+           "     series: [{label: a, row: r1, column: a, metric: a_layers}]}\n")
+    good = load_paper(_write(tmp_path, GOOD + fig % "log"))
+    assert good.problems == [] and good.figures[0].y_scale == "log" and good.figures[0].x_scale == "linear"
+    bad = load_paper(_write(tmp_path / "other", GOOD + fig % "logarithmic"))
+    assert [p.line for p in bad.problems] == [len(GOOD.splitlines()) + 2] and bad.figures == []
+    assert "y_scale 'logarithmic' is not one of ('linear', 'log')" in str(bad.problems[0])

@@ -113,6 +113,8 @@ def draw(cmp: Comparison, fig: Figure, scale: str | None) -> MplFigure | None:
         return None
     if fig.x_scale == "log" and fig.kind != "vs_rows":
         ax.set_xscale("log")
+    if fig.y_scale == "log":  # e.g. a collapse to 1e-8 next to values near 1
+        ax.set_yscale("log")
     ax.set_ylabel(fig.y_label)
     ax.set_title(f"{fig.id} - scale: {scale}", fontsize=10)
     ax.grid(alpha=0.3)
