@@ -79,7 +79,8 @@ claims:
   - {id: tight, text: the norm stays under 2.5, table: layers, check: bound, cell: init.norm, bound: 2.5}
   - {id: same, text: base and ours agree in the noisy row, table: t, check: within_noise, pairs: [[f4.ours, f4.base]]}
   - {id: ghost, text: names a missing cell, table: t, check: greater, pairs: [[f9.ours, f1.base]]}
-  - {id: unmeasured, text: M3 beats M2, table: size, check: greater, pairs: [[m3.top1, m2.top1]]}
+  - {id: diverged, text: M3 beats M2, table: size, check: greater, pairs: [[m3.top1, m2.top1]]}
+  - {id: unmeasured, text: M3 is larger than M2, table: size, check: greater, pairs: [[m3.params, m2.params]]}
   - {id: listed, text: about a listed table, table: gone, check: greater, pairs: [[r.acc, 0.5]]}
   - {id: above_chance, text: base beats 30 at 10%, table: t, check: greater, pairs: [[f1.base, 30]]}
 """
@@ -192,6 +193,9 @@ def test_claim_verdicts_and_statistics(tmp_path):
     assert v[("ghost", "tiny")].verdict == "invalid" and "f9" in v[("ghost", "tiny")].statistic
     un = v[("unmeasured", "tiny")]
     assert un.verdict == "not run" and "make reproduce PAPER=toy SCALE=tiny TABLES=size" in un.statistic
+    gone = v[("diverged", "tiny")]  # ran and left no value: not "not run", and no command to rerun it
+    assert gone.verdict == "inconclusive" and "make reproduce" not in gone.statistic
+    assert gone.checks[0].statistic == "training diverged for size.m3.top1: no final value to compare"
     assert v[("listed", "tiny")].verdict == "not reproduced"
     chance = v[("above_chance", "tiny")]
     assert chance.verdict == "holds" and "one-sample t" in chance.checks[0].statistic

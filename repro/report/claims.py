@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from repro.report.compare import MEASURED, NOT_REPRODUCED, Comparison, derive, reproduce_command
+from repro.report.compare import DIVERGED, MEASURED, NOT_REPRODUCED, Comparison, derive, reproduce_command
 from repro.spec import Claim, Paper, Ref
 
 HOLDS, FAILS, INCONCLUSIVE, NOT_RUN, INVALID = "holds", "fails", "inconclusive", "not run", "invalid"
@@ -53,6 +53,19 @@ def _values(cmp: Comparison, ref: Ref, scale: str | None) -> list | None:
     if cell is None or cell.status != MEASURED:
         return None
     return list(cell.measured.values)
+
+
+def _diverged(cmp: Comparison, ref: Ref, scale: str | None) -> bool:
+    """Every run behind the cell (or behind an operand of a derived cell) diverged."""
+    if ref.const is not None:
+        return False
+    cell = cmp.cell(ref, scale)
+    if cell is None:
+        return False
+    if cell.status == DIVERGED:
+        return True
+    derived = cell.column.derived
+    return bool(derived) and any(_diverged(cmp, Ref(ref.table, ref.row, derived[k]), scale) for k in ("a", "b"))
 
 
 def _fmt(x: float) -> str:
@@ -112,8 +125,12 @@ def check_pair(cmp: Comparison, claim: Claim, lhs: Ref, rhs: Ref, scale: str | N
     """Judge one (lhs, rhs) comparison of a claim at one scale."""
     a, b = _values(cmp, lhs, scale), _values(cmp, rhs, scale)
     if a is None or b is None:
-        missing = [str(r) for r, v in ((lhs, a), (rhs, b)) if v is None]
-        return Check(lhs, rhs, claim.relation, NOT_RUN, f"not measured: {', '.join(missing)}")
+        missing = [r for r, v in ((lhs, a), (rhs, b)) if v is None]
+        diverged = [str(r) for r in missing if _diverged(cmp, r, scale)]
+        if diverged:  # ran, but left no value: not something a rerun of the same config fills
+            return Check(lhs, rhs, claim.relation, INCONCLUSIVE,
+                         f"training diverged for {', '.join(diverged)}: no final value to compare", "diverged")
+        return Check(lhs, rhs, claim.relation, NOT_RUN, f"not measured: {', '.join(map(str, missing))}")
     arrays = any(isinstance(v, list) for v in a + b)
     if claim.relation == "<=":
         verdict, stat, method = _bound(a, b)
@@ -170,7 +187,8 @@ def _summary(checks: list[Check], alpha: float) -> tuple[str, str]:
                "t1samp": f"one-sided one-sample t-test across seeds (alpha={alpha:g})",
                "direction": f"direction of the means only (fewer than {MIN_SEEDS} seeds)",
                "bound": "bound checked on every seed", "noise": "difference vs 2 sd of seed noise",
-               "tolerance": "difference vs the claim's tolerance"}
+               "tolerance": "difference vs the claim's tolerance",
+               "diverged": "a run diverged (see the table)"}
     used = {}
     for c in checks:
         if c.method:
