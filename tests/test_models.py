@@ -205,6 +205,10 @@ def test_macs_count_attention_matmuls_deit_small_is_4_6_gmacs():
     macs, by_op = count_macs(m, 224, by_op=True)
     assert abs(macs / 1e9 - 4.6) < 0.01            # DeiT paper: 4.6G
     assert abs(macs_without_attention(by_op) / 1e9 - 4.24) < 0.01  # ConViT Table 1 convention: 4.3G
+    with torch.device("meta"):  # shapes only: the same counts without allocating weights
+        meta = timm.create_model("repro_deit_small")
+    meta_macs, meta_by_op = count_macs(meta, 224, by_op=True)
+    assert meta_macs == macs and macs_without_attention(meta_by_op) == macs_without_attention(by_op)
 
 
 def test_augvit_fft_costs_far_less_than_dense_release_product():

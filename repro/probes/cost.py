@@ -50,10 +50,15 @@ def count_params(model: nn.Module) -> int:
 
 @torch.no_grad()
 def count_macs(model: nn.Module, img_size: int, in_chans: int = 3, by_op: bool = False):
-    """Multiply-adds of one forward pass of one image (what papers print as 'FLOPs')."""
+    """Multiply-adds of one forward pass of one image (what papers print as 'FLOPs').
+
+    The image is made on the model's device, so a model built on the meta device is counted from
+    shapes alone, without allocating its weights (ViT-L, 1000-class heads).
+    """
     was_training = model.training
     model.eval()
-    x = torch.randn(1, in_chans, img_size, img_size)
+    device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    x = torch.randn(1, in_chans, img_size, img_size, device=device)
     with FlopCounterMode(display=False, custom_mapping=_custom_mapping()) as fc:
         model(x)
     model.train(was_training)
