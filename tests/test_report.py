@@ -363,3 +363,24 @@ def test_convit_report_from_synthetic_records(tmp_path):
     assert (results / "convit" / "figures" / "nonlocality-tiny.png").is_file()
     assert (results / "convit" / "figures" / "accuracy_vs_fraction-tiny.png").is_file()
     assert not (results / "convit" / "figures" / "gating-tiny.png").exists()  # no gating metric recorded
+
+
+def test_cells_a_scale_never_runs_are_not_offered_a_command(tmp_path):
+    from repro.report import markdown
+    from repro.report.html import cell_title
+
+    papers, results = make_toy(tmp_path)
+    paper = load_paper(papers / "toy" / "paper.yaml")
+    recs, bad = load_records("toy", root=results)
+    view = compare(paper, recs, bad).view("size", "tiny")
+    assert view.unscheduled() == 0 and view.counts()["not_run"] == 6  # nothing known: every cell fillable
+    defined = {"tiny": {("size", "m3", "params"), ("size", "m1", "params")}}
+    cmp = compare(paper, recs, bad, defined)
+    view = cmp.view("size", "tiny")
+    assert view.counts()["not_run"] == 6 and view.unscheduled() == 5
+    assert cell_title(view.cells[("m3", "params")], view.command).endswith("TABLES=size")
+    assert cell_title(view.cells[("m3", "heads")], view.command) == (
+        "not run: this scale's experiments define no run for it")
+    text = "\n".join(markdown.view_lines(cmp, view))
+    assert "Not run: 1 cell(s). Fill them with `make reproduce PAPER=toy SCALE=tiny TABLES=size`." in text
+    assert "Not run at scale `tiny`: 5 cell(s) that this scale's experiments do not define" in text

@@ -14,6 +14,7 @@ from repro.report import figures, html, markdown, notebook
 from repro.report.claims import Verdict, judge_all, tally
 from repro.report.compare import Comparison, compare
 from repro.report.provenance import commits
+from repro.runs import SCALES, ConfigError, paper_runs
 from repro.spec import SpecError, load_paper, paper_ids
 
 
@@ -57,6 +58,16 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
+def defined_cells(paper_id: str, scales: list[str]) -> dict[str, set] | None:
+    """Per scale, the (table, row, column) cells papers/<id>/experiments.py runs there: the report then
+    offers a command only for cells that command would fill. None for a paper without experiments."""
+    try:
+        return {s: {(r.table, r.cell["row"], col) for r in paper_runs(paper_id, s) for col in r.cell["columns"]}
+                for s in scales if s in SCALES}
+    except (ConfigError, ImportError):
+        return None
+
+
 def build_report(paper_id: str, papers_dir: Path = Path("papers"), results_dir: Path = Path("results"),
                  notebook_execute: str | None = "auto", kernel=None) -> list[Path]:
     """Rebuild one paper's report from its records; returns the paths written.
@@ -72,7 +83,7 @@ def build_report(paper_id: str, papers_dir: Path = Path("papers"), results_dir: 
         raise UnknownPaper(paper_id, paper_ids(papers_dir))
     paper = load_paper(spec)
     records, bad = load_records(paper_id, root=results_dir)
-    cmp = compare(paper, records, bad)
+    cmp = compare(paper, records, bad, defined_cells(paper_id, sorted({str(r.get("scale")) for r in records})))
     verdicts = judge_all(cmp)
     out = results_dir / paper_id
     fig_dir = out / "figures"

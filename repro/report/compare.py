@@ -87,6 +87,7 @@ class Cell:
     measured: Measured | None = None
     notes: list[str] = field(default_factory=list)
     paper_computed: float | None = None  # a derived cell computed from the paper's printed operands
+    scheduled: bool = True  # False: the paper's experiments define no run for it at this scale
 
     @property
     def mean(self) -> float | None:
@@ -188,6 +189,7 @@ class TableView:
     cells: dict[tuple[str, str], Cell]
     command: str
     cost: dict = field(default_factory=dict)  # time to table: see table_cost
+    paper_id: str = ""
 
     def detail_rows(self) -> list[list]:
         """One line per cell that has something measured or something wrong (see DETAIL_HEADERS)."""
@@ -207,6 +209,11 @@ class TableView:
         return {"cells": len(own), "measured": sum(c.status == MEASURED for c in own),
                 "not_run": sum(c.status == NOT_RUN for c in own),
                 "invalid": sum(c.status in (INVALID, DIVERGED) for c in own)}
+
+    def unscheduled(self) -> int:
+        """Cells not run that this scale's experiments never run (no command would fill them)."""
+        return sum(c.status == NOT_RUN and not c.scheduled for c in self.cells.values()
+                   if not c.column.derived and c.status != CITED)
 
 
 @dataclass
@@ -359,19 +366,22 @@ def _derived_cell(table: Table, row, col: Column, scale, cells) -> Cell:
     return cell
 
 
-def table_view(paper: Paper, table: Table, scale: str | None, index) -> TableView:
-    """Every cell of one table at one scale."""
+def table_view(paper: Paper, table: Table, scale: str | None, index, defined: set | None = None) -> TableView:
+    """Every cell of one table at one scale; ``defined``: the (table, row, column) cells this scale's
+    experiments run, when known."""
     cells: dict[tuple[str, str], Cell] = {}
     for row in table.rows:
         for col in table.columns:
             if not col.derived:
                 runs = index.get((scale, table.id, row.key, col.key), [])
-                cells[(row.key, col.key)] = _measured_cell(table, row, col, scale, runs)
+                cells[(row.key, col.key)] = cell = _measured_cell(table, row, col, scale, runs)
+                if defined is not None and cell.status == NOT_RUN:
+                    cell.scheduled = (table.id, row.key, col.key) in defined
         for col in table.columns:
             if col.derived:
                 cells[(row.key, col.key)] = _derived_cell(table, row, col, scale, cells)
     command = reproduce_command(paper.id, table.id, scale) if table.reproduced else ""
-    return TableView(table, scale, cells, command, table_cost(table, scale, index))
+    return TableView(table, scale, cells, command, table_cost(table, scale, index), paper.id)
 
 
 def table_cost(table: Table, scale: str | None, index) -> dict:
@@ -403,8 +413,13 @@ def cost_text(cost: dict) -> str:
     return text
 
 
-def compare(paper: Paper, records: list[dict], bad: list[RecordError] | None = None) -> Comparison:
-    """Compare a paper's printed tables with its records, at every scale that has records."""
+def compare(paper: Paper, records: list[dict], bad: list[RecordError] | None = None,
+            defined: dict[str, set] | None = None) -> Comparison:
+    """Compare a paper's printed tables with its records, at every scale that has records.
+
+    ``defined`` maps a scale to the (table, row, column) cells its experiments run (see
+    build.defined_cells); cells outside it are marked as never run at that scale.
+    """
     index, problems = index_records(paper, records)
     problems = [str(p) for p in paper.problems] + [str(e) for e in (bad or [])] + problems
     used = {s for (s, *_rest) in index}
@@ -413,5 +428,5 @@ def compare(paper: Paper, records: list[dict], bad: list[RecordError] | None = N
     for table in paper.tables:
         own = order_scales({s for (s, t, *_r) in index if t == table.id}) if table.reproduced else []
         for scale in own or [None]:
-            views.append(table_view(paper, table, scale, index))
+            views.append(table_view(paper, table, scale, index, (defined or {}).get(scale)))
     return Comparison(paper, scales, views, records, index, problems)

@@ -30,6 +30,8 @@ def cell_class(cell: Cell) -> str:
 def cell_title(cell: Cell, command: str) -> str:
     """Hover text: n, delta, tolerance, notes, or the command that fills the cell."""
     if cell.status == "not run":
+        if not cell.scheduled:
+            return "not run: this scale's experiments define no run for it"
         return f"not run: {command}" if command else "not run"
     parts = []
     if cell.status == MEASURED:

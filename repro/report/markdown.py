@@ -53,8 +53,12 @@ def view_lines(cmp: Comparison, view: TableView) -> list[str]:
     details = view.detail_rows()
     if details:
         out += [_table(details, DETAIL_HEADERS), ""]
-    if counts["not_run"]:
-        out += [f"Not run: {counts['not_run']} cell(s). Fill them with `{view.command}`.", ""]
+    elsewhere = view.unscheduled()
+    if counts["not_run"] > elsewhere:
+        out += [f"Not run: {counts['not_run'] - elsewhere} cell(s). Fill them with `{view.command}`.", ""]
+    if elsewhere:
+        out += [f"Not run at scale `{view.scale}`: {elsewhere} cell(s) that this scale's experiments do not "
+                f"define (`python -m repro list paper={view.paper_id} scale=<scale>` shows where they run).", ""]
     return out
 
 
