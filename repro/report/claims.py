@@ -213,7 +213,8 @@ def judge(cmp: Comparison, claim: Claim, scale: str | None) -> Verdict:
     checks = [check_pair(cmp, claim, lhs, rhs, scale) for lhs, rhs in claim.pairs]
     verdict, statistic = _summary(checks, claim.alpha)
     if verdict == NOT_RUN:
-        cmds = sorted({reproduce_command(cmp.paper.id, t, scale) for t in tables})
+        where = scale or (claim.scales[0] if claim.scales else None)  # judged only at some scales: the first
+        cmds = sorted({reproduce_command(cmp.paper.id, t, where) for t in tables})
         statistic = f"none of its {len(checks)} comparison(s) measured yet; fill with {' and '.join(cmds)}"
     return Verdict(claim, scale, verdict, statistic, checks, on_paper(cmp.paper, claim))
 
