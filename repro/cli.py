@@ -29,7 +29,7 @@ from .runs import (RUN_KEYS, SCALES, ConfigError, RunSpec, check_unique, deep_me
 from .train import ddp
 from .train.checkpoint import CheckpointError
 from .train.engine import Runtime, train
-from .train.execute import DONE, execute, failed_record, make_record, record_status
+from .train.execute import DONE, execute, failed_record, make_record, record_status, shared_record
 from .train.hooks import probe_list
 from .train.model import check_model, register_models
 
@@ -191,10 +191,21 @@ def reproduce(cfg: DictConfig) -> int:
     failures = 0
     say(f"{c['paper']} at scale {c['scale']}: {len(specs)} run(s), "
         f"{sum(v in DONE for v in status.values())} already done; device {d.device}, world size {d.world_size}")
+    finished = {}  # fingerprint -> run id of a finished record: a run another table asked for already
+    for s in specs:
+        if status[s.run_id] == "finished":
+            finished.setdefault(s.fingerprint, s.run_id)
     for i, s in enumerate(specs, 1):
         st = status[s.run_id]
         if st in DONE:
             say(f"[{i}/{len(specs)}] skip {s.run_id} ({st})")
+            continue
+        twin = finished.get(s.fingerprint)
+        if twin is not None and st == "not run":
+            source = records.read_record(records.record_path(s.paper, s.scale, twin))
+            if d.is_main:
+                records.write_record(shared_record(s, source))
+            say(f"[{i}/{len(specs)}] {s.run_id}: same run as {twin}, record shared")
             continue
         say(f"[{i}/{len(specs)}] {'resume' if st == 'partial' else 'run'} {s.run_id} "
             f"({s.kind} {s.table}/{s.cell['row']} seed {s.seed})", flush=True)
@@ -211,6 +222,8 @@ def reproduce(cfg: DictConfig) -> int:
                 records.write_record(failed_record(s, rt, e))
             continue
         say(f"[{i}/{len(specs)}] {s.run_id}: {_describe(rec)}", flush=True)
+        if rec["status"] == "finished":
+            finished.setdefault(s.fingerprint, s.run_id)
     if d.is_main:
         _build_report(c["paper"])
     ddp.teardown()

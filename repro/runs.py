@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from .records import read_record, record_path
+
 KINDS = ("train", "probe")
 SCALES = ("tiny", "small", "full")
 # Top-level config keys that describe what a run measures (hashed into its id); everything else
@@ -40,6 +42,16 @@ def cache_root() -> Path:
 def run_dir(spec: "RunSpec") -> Path:
     """Where a run keeps its checkpoint, CSV log and resolved config."""
     return cache_root() / "runs" / spec.paper / spec.scale / spec.run_id
+
+
+def final_checkpoint(spec: "RunSpec") -> Path:
+    """The ``last.pt`` holding the final model behind ``spec``'s record: its own, or for a shared record
+    (``shared_from``) that of the run which trained it."""
+    path = record_path(spec.paper, spec.scale, spec.run_id)
+    source = read_record(path)["provenance"].get("shared_from") if path.exists() else None
+    if isinstance(source, str) and source:
+        return run_dir(spec).with_name(source) / "last.pt"
+    return run_dir(spec) / "last.pt"
 
 
 class ConfigError(ValueError):

@@ -14,7 +14,7 @@ from repro.cli import main
 from repro.runs import known_papers, paper_runs
 from repro.train.model import register_models
 
-from conftest import REPO, fast_args, subprocess_env
+from conftest import EXPERIMENTS, REPO, fast_args, subprocess_env, write_paper
 
 
 def snapshot(*roots):
@@ -50,6 +50,31 @@ def test_reproduce_writes_records_then_skips_and_list_shows_status(dirs, capsys)
     assert capsys.readouterr().out.count("finished") == 3
     assert main(["list", "scale=tiny"]) == 0
     assert pid in capsys.readouterr().out
+
+
+SHARED = EXPERIMENTS.replace("    return out", """    twin = out[1]  # f100, seed 0: the same run asked for by another table
+    out.append(RunSpec("PID", "table3", {"row": "full", "columns": {"top1": "top1"}}, scale, name="vit",
+                       config=twin.config))
+    return out""")
+
+
+def test_a_run_another_table_asks_for_is_trained_once(dirs, capsys):
+    pid = dirs["pid"]
+    write_paper(dirs["papers"], pid, SHARED)
+    assert main(["reproduce", *fast_args(pid)]) == 0
+    out = capsys.readouterr().out
+    recs = {r["table"]: r for r in records.load_records(pid, root=dirs["results"])[0] if r["cell"]["row"] != "f50"}
+    first, second = recs["table2"], recs["table3"]
+    assert first["run_id"] != second["run_id"] and first["run_id"][-10:] == second["run_id"][-10:]
+    assert f"{second['run_id']}: same run as {first['run_id']}, record shared" in out
+    assert second["metrics"] == first["metrics"] and second["config"] == first["config"]
+    assert second["cell"] == {"row": "full", "columns": {"top1": "top1"}} and second["status"] == "finished"
+    prov = second["provenance"]
+    assert prov["shared_from"] == first["run_id"] and prov["wall_s"] == 0.0
+    assert prov["source_wall_s"] == first["provenance"]["wall_s"] > 0
+    assert not (dirs["cache"] / "runs" / pid / "tiny" / second["run_id"]).exists()  # never trained
+    capsys.readouterr()
+    assert main(["reproduce", *fast_args(pid)]) == 0 and capsys.readouterr().out.count("(finished)") == 4
 
 
 def test_partial_run_resumes_from_checkpoint(dirs, capsys):

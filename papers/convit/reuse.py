@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from repro import records
-from repro.runs import ConfigError, RunSpec, run_dir
+from repro.runs import ConfigError, RunSpec, final_checkpoint, run_dir
 from repro.train import checkpoint, ddp
 from repro.train.engine import Runtime, evaluate, train
 from repro.train.execute import DONE, execute
@@ -115,11 +115,12 @@ def trained(config: dict) -> Trained:
     if spec.kind != "train":
         raise ConfigError(f"source {spec.run_id} is a {spec.kind} run; a trained model needs a train run")
     rt = _runtime()
-    path = run_dir(spec) / "last.pt"
     if _finished_record(spec) is None:
         execute(spec, rt)               # trains, or finishes from a partial checkpoint, and records
-    elif not path.exists():
+    path = final_checkpoint(spec)
+    if not path.exists():
         train(spec, rt)                 # rebuild the checkpoint; the record stays as measured
+        path = run_dir(spec) / "last.pt"
     state = checkpoint.load(path, spec.fingerprint)
     cfg, d = spec.config, rt.dist
     data = build_data(cfg["data"], cfg["recipe"], seed=spec.seed, rank=d.rank, world=d.world_size,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from .. import records
-from ..runs import RunSpec, import_object, run_dir, source_spec
+from ..runs import RunSpec, final_checkpoint, import_object, source_spec
 from . import checkpoint
 from .model import create_model
 
@@ -35,7 +35,7 @@ def source_weights(source: RunSpec) -> dict:
     status = records.read_record(rec_path)["status"]
     if status != "finished":
         raise InitError(f"source run {source.run_id} is {status}, so it has no final model; see {rec_path}")
-    ckpt = run_dir(source) / "last.pt"
+    ckpt = final_checkpoint(source)
     state = checkpoint.load(ckpt, source.fingerprint)
     if state is None:
         raise InitError(f"source run {source.run_id} is finished but its final model {ckpt} is gone "
@@ -51,7 +51,7 @@ def init_from_source(model: torch.nn.Module, spec: RunSpec, num_classes: int, de
     fn = import_object(init["fn"])
     src_model = create_model(source.config, num_classes).to(device)
     if trained:
-        checkpoint.restore_module(src_model, source_weights(source), run_dir(source) / "last.pt")
+        checkpoint.restore_module(src_model, source_weights(source), final_checkpoint(source))
     src_model.eval()
     fn(src_model, model, **(init.get("kwargs") or {}))
     return source.run_id
