@@ -104,4 +104,3 @@ class ImageEvalLoader:
         items = [dataset[int(i)] for i in spread(len(dataset), n)]
         x = torch.stack([x for x, _ in items]).to(self.device)
         return x, torch.as_tensor([int(y) for _, y in items], device=self.device)
-

@@ -112,7 +112,7 @@ def _locate(cfg: dict, split: str) -> Split:
         cls_name, folder, _ = TORCHVISION[name]
         if not (root / folder).is_dir() and not cfg.get("download"):
             raise _missing(name, root / folder, f"<data root>/{folder}/ (torchvision's {cls_name} files)",
-                           f"add data.download=true to download it with torchvision, or set REPRO_DATA_DIR")
+                           "add data.download=true to download it with torchvision, or set REPRO_DATA_DIR")
         import torchvision
         try:
             ds = getattr(torchvision.datasets, cls_name)(str(root), train=split == "train",

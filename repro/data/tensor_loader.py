@@ -71,4 +71,3 @@ def spread(total: int, n: int) -> torch.Tensor:
     """Indices of min(n, total) items evenly spaced over range(total)."""
     n = min(n, total)
     return torch.arange(n, dtype=torch.long) * total // max(n, 1)
-

@@ -36,7 +36,6 @@ class RelativePositionBias(nn.Module):
                              persistent=False)
 
     def forward(self, num_prefix: int = 0) -> torch.Tensor:
-        h = self.table.shape[0]
         bias = self.table.flatten(1)[:, self.index]  # (H, N, N)
         if num_prefix:
             bias = F.pad(bias, (num_prefix, 0, num_prefix, 0))
