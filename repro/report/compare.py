@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from repro.records import RecordError
-from repro.report.provenance import hardware_label
+from repro.report.provenance import as_dict, hardware_label
 from repro.spec import Column, Paper, PaperValue, Ref, Table, decimals_of
 
 SCALE_ORDER = ("tiny", "small", "full")
@@ -392,7 +392,7 @@ def table_cost(table: Table, scale: str | None, index) -> dict:
         for col in table.columns:
             for rec, _ in index.get((scale, table.id, row.key, col.key), []):
                 recs[rec.get("run_id")] = rec
-    provs = [p if isinstance(p := r.get("provenance"), dict) else {} for r in recs.values()]
+    provs = [as_dict(r.get("provenance")) for r in recs.values()]
     walls = [float(p["wall_s"]) for p in provs if isinstance(p.get("wall_s"), (int, float))]
     return {"runs": len(recs), "timed": len(walls), "compute_s": round(sum(walls), 1) if walls else None,
             "hardware": sorted({hardware_label(p) for p in provs})}

@@ -47,7 +47,7 @@ def _counted(counter: Counter) -> list[str]:
     return [f"{k} ({n} runs)" for k, n in counter.most_common()]
 
 
-def _dict(x) -> dict:
+def as_dict(x) -> dict:
     return x if isinstance(x, dict) else {}
 
 
@@ -56,7 +56,7 @@ def describe(records: list[dict], scales: list[str]) -> list[dict]:
     out = []
     for scale in scales:
         recs = [r for r in records if r.get("scale") == scale]
-        provs = [_dict(r.get("provenance")) for r in recs]
+        provs = [as_dict(r.get("provenance")) for r in recs]
         status = Counter(r.get("status") for r in recs)
         versions = Counter(", ".join(f"{k} {p[k]}" for k in ("torch", "timm", "cuda") if p.get(k)) or "unknown"
                            for p in provs)
@@ -67,7 +67,7 @@ def describe(records: list[dict], scales: list[str]) -> list[dict]:
             "scale": scale,
             "runs": len(recs),
             "status": dict(status),
-            "data": _counted(Counter(data_label(_dict(r.get("config"))) for r in recs)),
+            "data": _counted(Counter(data_label(as_dict(r.get("config"))) for r in recs)),
             "hardware": _counted(Counter(hardware_label(p) for p in provs)),
             "commits": _counted(Counter(commit_label(p) for p in provs)),
             "versions": _counted(versions),
@@ -79,4 +79,4 @@ def describe(records: list[dict], scales: list[str]) -> list[dict]:
 
 def commits(records: list[dict]) -> list[str]:
     """Distinct commits the records were produced at, most frequent first."""
-    return [c for c, _ in Counter(commit_label(_dict(r.get("provenance"))) for r in records).most_common()]
+    return [c for c, _ in Counter(commit_label(as_dict(r.get("provenance"))) for r in records).most_common()]
