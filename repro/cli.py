@@ -11,7 +11,9 @@ work as usual, e.g. ``-m hydra/launcher=slurm``. Bad input is one line on stderr
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -181,6 +183,8 @@ def reproduce(cfg: DictConfig) -> int:
     for s in specs:
         validate(s, seen)
     status = {s.run_id: record_status(s) for s in specs}  # a corrupt record stops us here
+    if int(c.get("jobs") or 1) > 1 and int(c.get("num_shards") or 1) == 1:
+        return _parallel(c)
     nproc = _nproc(c)
     if nproc > 1 and not ddp.in_torchrun():
         task = [o for o in HydraConfig.get().overrides.task if not o.startswith("command=")]
@@ -189,6 +193,8 @@ def reproduce(cfg: DictConfig) -> int:
     rt = _runtime(c, d)
     say = print if d.is_main else (lambda *a, **k: None)
     failures = 0
+    if int(c.get("num_shards") or 1) > 1:
+        say = _prefixed(say, f"shard {c['shard']}/{c['num_shards']}")
     say(f"{c['paper']} at scale {c['scale']}: {len(specs)} run(s), "
         f"{sum(v in DONE for v in status.values())} already done; device {d.device}, world size {d.world_size}")
     finished = {}  # fingerprint -> run id of a finished record: a run another table asked for already
@@ -224,10 +230,38 @@ def reproduce(cfg: DictConfig) -> int:
         say(f"[{i}/{len(specs)}] {s.run_id}: {_describe(rec)}", flush=True)
         if rec["status"] == "finished":
             finished.setdefault(s.fingerprint, s.run_id)
-    if d.is_main:
+    if d.is_main and c.get("report", True):
         _build_report(c["paper"])
     ddp.teardown()
     return 1 if failures else 0
+
+
+def _prefixed(say, prefix: str):
+    def out(msg, **kw):
+        say(f"{prefix} {msg}", **kw)
+    return out
+
+
+def _parallel(c: dict) -> int:
+    """``jobs=N``: the runs split into N shards run at once, one process each with its share of the
+    cores; then one report. A source and the runs that read it share a shard (repro.runs.shard)."""
+    jobs = int(c["jobs"])
+    threads = c["runtime"].get("threads") or max(1, (os.cpu_count() or 1) // jobs)
+    task = [o for o in HydraConfig.get().overrides.task
+            if o.split("=")[0].lstrip("+~") not in ("command", "jobs", "shard", "num_shards", "report",
+                                                     "runtime.threads", "runtime.progress")]
+    start = time.time()
+    procs = [subprocess.Popen([sys.executable, "-m", "repro", "reproduce", *task, f"shard={i}", f"num_shards={jobs}",
+                               "jobs=1", "report=false", f"runtime.threads={threads}", "runtime.progress=false"])
+             for i in range(jobs)]
+    codes = [p.wait() for p in procs]
+    print(f"{c['paper']} at scale {c['scale']}: {jobs} jobs x {threads} thread(s) finished in "
+          f"{time.time() - start:.0f} s of wall time (exit codes {codes})", flush=True)
+    if 2 in codes:
+        return 2
+    if c.get("report", True):
+        _build_report(c["paper"])
+    return max(codes)
 
 
 def _build_report(paper: str) -> None:

@@ -28,7 +28,8 @@ from typing import Any, Callable
 from .records import read_record, record_path
 
 KINDS = ("train", "probe")
-SCALES = ("tiny", "small", "full")
+SCALES = ("tiny", "cpu", "small", "full")  # smoke, 2-core CPU, one GPU, the paper's protocol
+DEFAULT_SCALES = ("tiny", "small", "full")  # a paper's scales unless its experiments.py lists SCALES
 # Top-level config keys that describe what a run measures (hashed into its id); everything else
 # in the Hydra config (runtime, command, ...) changes how it runs, not what it measures.
 RUN_KEYS = ("model", "data", "recipe", "probes", "losses", "objective", "probe", "mode")
@@ -171,13 +172,24 @@ def with_sources(specs: list[RunSpec]) -> list[RunSpec]:
     return out
 
 
+def pointer_source(config: dict) -> RunSpec | None:
+    """The run a probe config reads (``config["source"]``, papers/convit/reuse.py's pointers), or None."""
+    src = config.get("source")
+    if not isinstance(src, dict) or not {"paper", "table", "cell", "scale", "seed", "kind"} <= set(src):
+        return None
+    own = {k: v for k, v in config.items() if k not in ("probe", "source", "args")}
+    own.update(src.get("own") or {})
+    return RunSpec(paper=src["paper"], table=src["table"], cell=src["cell"], scale=src["scale"], seed=src["seed"],
+                   kind=src["kind"], config=own, name=src.get("name", ""))
+
+
 def shard(specs: list[RunSpec], index: int, count: int) -> list[RunSpec]:
     """The ``index``-th of ``count`` shards: every ``count``-th run that starts from scratch, each with
-    the runs that start from it (a dependent never waits for a source in another job)."""
+    the runs that start from it or read it (a dependent never waits for a source in another job)."""
     group: dict[str, int] = {}
     roots = 0
     for s in specs:
-        source = source_spec(s)
+        source = source_spec(s) or (pointer_source(s.config) if s.kind == "probe" else None)
         if source is not None and source.run_id in group:
             group[s.run_id] = group[source.run_id]
         else:
@@ -212,6 +224,12 @@ def load_experiments(paper: str) -> Callable[[str, int | None], list[RunSpec]]:
     return fn
 
 
+def paper_scales(paper: str) -> tuple[str, ...]:
+    """The scales papers/<paper>/experiments.py defines runs for (its ``SCALES``, else tiny/small/full)."""
+    load_experiments(paper)
+    return tuple(getattr(importlib.import_module(f"papers.{paper}.experiments"), "SCALES", DEFAULT_SCALES))
+
+
 def paper_runs(paper: str, scale: str, seeds: int | None = None,
                tables: list[str] | None = None) -> list[RunSpec]:
     """The paper's unresolved RunSpecs at a scale, optionally only some tables."""
@@ -219,6 +237,9 @@ def paper_runs(paper: str, scale: str, seeds: int | None = None,
         raise ConfigError(f"unknown scale {scale!r}; use one of {', '.join(SCALES)}")
     if seeds is not None and (not isinstance(seeds, int) or seeds < 1):
         raise ConfigError(f"seeds={seeds!r}: give a positive number of seeds")
+    if scale not in paper_scales(paper):
+        raise ConfigError(f"{paper} defines no runs at scale {scale!r} yet; its scales: "
+                          f"{', '.join(paper_scales(paper))}")
     specs = load_experiments(paper)(scale, seeds)
     for s in specs:
         if not isinstance(s, RunSpec) or s.paper != paper or s.scale != scale:

@@ -8,7 +8,7 @@ import torch
 
 from papers.augvit import experiments, probes
 from papers.augvit.diversity import circulant_spectral_norm
-from repro.runs import SCALES, check_unique, import_object
+from repro.runs import DEFAULT_SCALES as SCALES, check_unique, import_object
 from repro.spec import load_paper
 from repro.train.model import register_models
 

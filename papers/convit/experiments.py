@@ -23,6 +23,11 @@ Scales (protocol and every deviation from the paper: papers/convit/README.md):
          on one CPU thread.
 - small: one GPU. The whole CIFAR-10 training set at 32 px, DeiT-Ti / ConViT-Ti with patch 4 (depth
          12, 5.5M parameters each), 20 epochs at f = 1, 3 seeds; speed at batch 128.
+- cpu:   the 2-core CPU in about an hour. All of CIFAR-10 (JPEG copy) and its 10,000 test images at
+         32 px, depth-6 width-72 models with patch 4 (5 GPSA layers of 6 stand for 10 of 12), 2 epochs at
+         f = 1 (20 at f = 10 %), 3 seeds, two runs at a time. Only the cells that carry the sample-
+         efficiency claims: Table 2 at 10 % and 100 %, Table 3's rows a-e at 10 %, Tables 5-6 on the
+         trained pair (k = 3/5/10 of 10 GPSA layers become 2/3/5 of 5), Figs. 4-6 from the f = 1 runs.
 - full:  the paper's protocol: ImageNet-1k at 224 px, DeiT recipe, 300 epochs, 1 seed.
 """
 from __future__ import annotations
@@ -31,6 +36,7 @@ from repro.runs import RunSpec
 
 from .reuse import pointer
 
+SCALES = ("tiny", "cpu", "small", "full")
 FRACTIONS = {"f5": 0.05, "f10": 0.10, "f30": 0.30, "f50": 0.50, "f100": 1.00}
 SIZES = {"ti": "tiny", "ti_plus": "tiny_plus", "s": "small", "s_plus": "small_plus", "b": "base",
          "b_plus": "base_plus"}  # Table 1 size key -> our model name suffix
@@ -59,6 +65,15 @@ PROTOCOL = {
         "data": {"max_per_class": 200}, "recipe": {"batch_size": 50},
         "fig8_gpsa": {"g0": 0, "g3": 1, "g6": 2, "g9": 3}, "table6_k": {"k3": 1, "k5": 2, "k10": 3},
         "speed": {"batch": 1, "steps": 3, "warmup": 1},
+    },
+    "cpu": {
+        "pair": {"deit": ("repro_deit_tiny_c32", {"depth": 6, "embed_dim": 72, "num_heads": 3}),
+                 "convit": ("repro_convit_tiny_c32", {"depth": 6, "gpsa_layers": 5, "embed_dim": 72,
+                                                      "num_heads": 4})},
+        "gpsa_layers": 5, "epochs": 2, "seeds": 3, "data": {}, "recipe": {},
+        "fractions": ("f10", "f100"), "table3_fractions": ("top1_10",),
+        "table3_rows": ("no_gating", "no_conv_init", "neither"), "table1_probes": False, "figure8": False,
+        "table6_k": {"k3": 2, "k5": 3, "k10": 5},
     },
     "small": {
         "pair": {"deit": ("repro_deit_tiny_c32", {}), "convit": ("repro_convit_tiny_c32", {})},
@@ -92,6 +107,8 @@ def _train(scale: str, table: str, row: str, columns: dict, name: str, model: st
 
 def table1_probes(scale: str) -> list[RunSpec]:
     """Heads, width, parameters, FLOPs (both conventions) at 224 px and speed of all 12 rows."""
+    if not PROTOCOL[scale].get("table1_probes", True):  # scale-free numbers: measured at tiny
+        return []
     specs = []
     for size, suffix in SIZES.items():
         for family in ("deit", "convit"):
@@ -118,7 +135,8 @@ def table1_speed(probes: list[RunSpec]) -> list[RunSpec]:
 def table2(scale: str, seeds: int) -> list[RunSpec]:
     p = PROTOCOL[scale]
     specs = []
-    for row, fraction in FRACTIONS.items():
+    for row in p.get("fractions", FRACTIONS):
+        fraction = FRACTIONS[row]
         for prefix, (model, kwargs) in p["pair"].items():
             for seed in range(seeds):
                 specs.append(_train(scale, "table2", row, {f"{prefix}_top1": "top1", f"{prefix}_top5": "top5"},
@@ -145,7 +163,9 @@ def table3(scale: str, seeds: int, t2: dict, t1: dict) -> list[RunSpec]:
     else:
         base, recipe = PROTOCOL[scale]["pair"], None
     specs = []
-    for column, frow in TABLE3_FRACTIONS.items():
+    rows = PROTOCOL[scale].get("table3_rows", TABLE3)
+    for column in PROTOCOL[scale].get("table3_fractions", TABLE3_FRACTIONS):
+        frow = TABLE3_FRACTIONS[column]
         for seed in range(seeds):
             for prefix, (model, kwargs) in base.items():  # rows a and e: the base runs themselves
                 cell = {"row": prefix, "columns": {column: "top1"}}
@@ -157,7 +177,8 @@ def table3(scale: str, seeds: int, t2: dict, t1: dict) -> list[RunSpec]:
                     specs.append(_train(scale, "table3", prefix, {column: "top1"}, frow, model, kwargs, seed,
                                         FRACTIONS[frow], recipe=recipe))
             model, kwargs = base["convit"]
-            for row, change in TABLE3.items():
+            for row in rows:
+                change = TABLE3[row]
                 specs.append(_train(scale, "table3", row, {column: "top1"}, frow, model, {**kwargs, **change},
                                     seed, FRACTIONS[frow], recipe=recipe))
     return specs
@@ -190,6 +211,8 @@ def table6(scale: str, pair: dict) -> list[RunSpec]:
 def figure8(scale: str, seeds: int, t2: dict) -> list[RunSpec]:
     """ConViT on all the data with locality strength alpha, and with n GPSA layers (Figure 8)."""
     p = PROTOCOL[scale]
+    if not p.get("figure8", True):
+        return []
     model, kwargs = p["pair"]["convit"]
     specs = []
     for seed in range(seeds):

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from repro import records
-from repro.runs import ConfigError, RunSpec, final_checkpoint, run_dir
+from repro.runs import ConfigError, RunSpec, final_checkpoint, pointer_source, run_dir
 from repro.train import checkpoint, ddp
 from repro.train.engine import Runtime, evaluate, train
 from repro.train.execute import DONE, execute
@@ -49,14 +49,11 @@ def pointer(source: RunSpec, table: str, cell: dict, name: str, probe: str = COP
 
 def source_spec(config: dict) -> RunSpec:
     """The source run of a resolved pointer config (its id, record and checkpoint follow)."""
-    src = config.get("source")
-    if not isinstance(src, dict):
+    src = pointer_source(config)
+    if src is None:
         raise ConfigError(f"probe {config.get('probe')!r} needs config['source'] naming the run it reuses; "
                           f"build its spec with papers.convit.reuse.pointer")
-    own = {k: v for k, v in config.items() if k not in POINTER_KEYS}
-    own.update(src.get("own") or {})
-    return RunSpec(paper=src["paper"], table=src["table"], cell=src["cell"], scale=src["scale"],
-                   seed=src["seed"], kind=src["kind"], config=own, name=src["name"])
+    return src
 
 
 def _runtime() -> Runtime:
