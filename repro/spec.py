@@ -4,13 +4,13 @@ Why: the report puts every printed number beside the measured one, so the printe
 data (mmpretrain metafile habit), kept exactly as printed ("27M" is not "27.78M"). The schema is
 documented in ``repro/report/README.md``; in short::
 
-    id, title, authors, venue, year, arxiv, url, code, source, notes      # bibliographic data
-    tables:  [{id, caption, source, reproduced, reason, note,
-               columns: [{key, label, unit, compare, derived: {op, a, b}, measured_scale, note}],
+    id, title, authors, venue, year, arxiv, url, code, source, notes, protocol   # bibliographic data
+    tables:  [{id, caption, source, reproduced, reason, note, protocol, printed, scale_free,
+               columns: [{key, label, unit, compare, derived: {op, a, b}, measured_scale, note, scale_free}],
                rows:    [{key, label, x, cited, note, values: {<column key>: "<printed>"}}]}]
     figures: [{id, caption, source, kind, table, x_label, y_label, x_scale, y_scale,
                series: [{label, row, column, metric}]}]
-    claims:  [{id, text, source, table, check, scales, alpha, tolerance,
+    claims:  [{id, text, source, table, check, scales, alpha, tolerance, evidence,
                pairs | cells | columns+rows | column+rows+direction | cell+bound}]
 
 A file that is not YAML, or whose top level is not a mapping, raises ``SpecError`` with path and line.
@@ -34,6 +34,8 @@ DERIVED_OPS = ("rel_gap", "ratio", "diff")
 FIGURE_KINDS = ("per_layer", "per_epoch", "vs_rows")
 AXIS_SCALES = ("linear", "log")
 CHECKS = ("greater", "ordering", "monotone", "bound", "within_noise")
+EVIDENCE = ("training", "theory", "timing")  # what a claim rests on (see Claim.evidence)
+PRINTED = ("round", "truncate")  # how a table's numbers were shortened for print
 SUFFIXES = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 
 
@@ -84,6 +86,23 @@ def parse_printed(raw: Any) -> PaperValue:
     return PaperValue(text, value, 10.0 ** -decimals * mult, suffix)
 
 
+def printed_interval(pv: PaperValue, printed: str = "round") -> tuple[float, float]:
+    """The true values that print as ``pv``: rounding gives value ± half a unit, truncation (27M for
+    27.78M) gives [value, value + one unit) away from zero."""
+    if pv.resolution is None:
+        return pv.value, pv.value
+    if printed == "truncate":
+        return (pv.value, pv.value + pv.resolution) if pv.value >= 0 else (pv.value - pv.resolution, pv.value)
+    return pv.value - pv.resolution / 2, pv.value + pv.resolution / 2
+
+
+def prints_as(measured: float, pv: PaperValue, printed: str = "round", slack: float = 0.0) -> bool:
+    """Would ``measured`` (give or take ``slack``) be printed as ``pv`` under the table's convention?"""
+    lo, hi = printed_interval(pv, printed)
+    eps = 1e-9 * max(1.0, abs(pv.value))
+    return lo - slack - eps <= measured <= hi + slack + eps
+
+
 def decimals_of(pv: PaperValue) -> int:
     """Digits after the point in the printed text (0 for "27M")."""
     mult = SUFFIXES.get(pv.suffix, 1.0)
@@ -99,6 +118,7 @@ class Column:
     derived: dict | None = None   # {"op": rel_gap|ratio|diff, "a": col, "b": col}
     measured_scale: float = 1.0   # multiply a record's metric by this to get the printed unit
     note: str = ""
+    scale_free: bool = False      # measured on the paper's own model or construction at every scale
     line: int = 0
 
 
@@ -123,10 +143,18 @@ class Table:
     reproduced: bool = True
     reason: str = ""              # why a table is listed but not reproduced
     note: str = ""
+    protocol: str = ""            # what the paper measured on ("ImageNet-1k, 224 px, 300 epochs")
+    printed: str = "round"        # round | truncate: how the paper shortened its numbers (27M for 27.78M)
+    scale_free: bool = False      # every column scale_free (theorem checks, exact constructions)
     line: int = 0
 
     def column(self, key: str) -> Column | None:
         return next((c for c in self.columns if c.key == key), None)
+
+    def is_scale_free(self, key: str) -> bool:
+        """The column measures the paper's own model or construction, the same at every scale."""
+        col = self.column(key)
+        return self.scale_free or bool(col and col.scale_free)
 
     def row(self, key: str) -> Row | None:
         return next((r for r in self.rows if r.key == key), None)
@@ -184,6 +212,8 @@ class Claim:
     alpha: float = 0.05
     tolerance: float | None = None
     invalid: str = ""             # why the claim cannot be checked (shown in the report)
+    evidence: str = "training"    # training: needs trained runs and seeds | theory: scale-free (theorems,
+                                  # bounds, constructions, params/FLOPs) | timing: needs the benchmark protocol
     line: int = 0
 
 
@@ -200,6 +230,7 @@ class Paper:
     code: str = ""
     source: str = ""
     notes: str = ""
+    protocol: str = ""            # the paper's main protocol; a table's own protocol overrides it
     tables: list[Table] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     claims: list[Claim] = field(default_factory=list)
@@ -305,12 +336,22 @@ def _str(v: Any) -> str:
     return "" if v is None else str(v).strip()
 
 
+def _flag(c: _Checker, m: _Map, key: str, what: str) -> bool:
+    v = m.get(key, False)
+    if not isinstance(v, bool):
+        c.problem(m.key_lines.get(key, m.line), f"{what}: {key} must be true or false, got {v!r}")
+        return False
+    return v
+
+
 def _column(c: _Checker, m: _Map, tid: str) -> Column | None:
     what = f"table {tid!r} column {m.get('key')!r}"
-    if not c.keys(m, ("key", "label", "unit", "compare", "derived", "measured_scale", "note"), ("key",), what):
+    if not c.keys(m, ("key", "label", "unit", "compare", "derived", "measured_scale", "note", "scale_free"),
+                  ("key",), what):
         return None
     col = Column(key=_str(m["key"]), label=_str(m.get("label")) or _str(m["key"]), unit=_str(m.get("unit")),
-                 compare=_str(m.get("compare")) or "value", note=_str(m.get("note")), line=m.line)
+                 compare=_str(m.get("compare")) or "value", note=_str(m.get("note")),
+                 scale_free=_flag(c, m, "scale_free", what), line=m.line)
     if col.compare not in COMPARE_MODES:
         c.problem(m.line, f"{what}: compare {col.compare!r} is not one of {COMPARE_MODES}; using 'value'")
         col.compare = "value"
@@ -356,12 +397,16 @@ def _row(c: _Checker, m: _Map, table: Table) -> Row | None:
 
 def _table(c: _Checker, m: _Map) -> Table | None:
     what = f"table {m.get('id')!r}"
-    if not c.keys(m, ("id", "caption", "source", "reproduced", "reason", "note", "columns", "rows"),
-                  ("id", "caption", "source", "columns"), what):
+    if not c.keys(m, ("id", "caption", "source", "reproduced", "reason", "note", "columns", "rows", "protocol",
+                      "printed", "scale_free"), ("id", "caption", "source", "columns"), what):
         return None
     t = Table(id=_str(m["id"]), caption=_str(m["caption"]), source=_str(m["source"]), columns=[], rows=[],
               reproduced=bool(m.get("reproduced", True)), reason=_str(m.get("reason")), note=_str(m.get("note")),
-              line=m.line)
+              protocol=_str(m.get("protocol")), printed=_str(m.get("printed")) or "round",
+              scale_free=_flag(c, m, "scale_free", what), line=m.line)
+    if t.printed not in PRINTED:
+        c.problem(m.key_lines["printed"], f"{what}: printed {t.printed!r} is not one of {PRINTED}; using 'round'")
+        t.printed = "round"
     cols = [x for x in (_column(c, cm, t.id) for cm in c.mappings(m, "columns", what)) if x]
     t.columns = c.unique(cols, f"{what}: column")
     for col in list(t.columns):
@@ -482,11 +527,16 @@ def _claim_pairs(m: _Map, table: Table | None, paper: Paper) -> tuple[list[tuple
 def _claim(c: _Checker, m: _Map, paper: Paper) -> Claim | None:
     what = f"claim {m.get('id')!r}"
     allowed = ("id", "text", "source", "table", "check", "scales", "alpha", "tolerance", "pairs", "cells",
-               "columns", "rows", "column", "direction", "cell", "bound")
+               "columns", "rows", "column", "direction", "cell", "bound", "evidence")
     if not c.keys(m, allowed, ("id", "text", "check"), what):
         return None
     cl = Claim(id=_str(m["id"]), text=_str(m["text"]), source=_str(m.get("source")), table=_str(m.get("table")),
-               check=_str(m["check"]), pairs=[], relation="", line=m.line)
+               check=_str(m["check"]), pairs=[], relation="", evidence=_str(m.get("evidence")) or "training",
+               line=m.line)
+    if cl.evidence not in EVIDENCE:
+        c.problem(m.key_lines["evidence"], f"{what}: evidence {cl.evidence!r} is not one of {EVIDENCE}; "
+                                           f"using 'training'")
+        cl.evidence = "training"
     if m.get("scales") is not None:
         cl.scales = [_str(s) for s in (m["scales"] if isinstance(m["scales"], list) else [m["scales"]])]
     try:
@@ -515,7 +565,7 @@ def load_paper(path: Path) -> Paper:
     path = Path(path)
     data = _read_yaml(path)
     c = _Checker(path)
-    top = ("id", "title", "authors", "venue", "year", "arxiv", "url", "code", "source", "notes",
+    top = ("id", "title", "authors", "venue", "year", "arxiv", "url", "code", "source", "notes", "protocol",
            "tables", "figures", "claims")
     c.keys(data, top, ("id", "title"), "paper")
     authors = data.get("authors") or []
@@ -523,7 +573,7 @@ def load_paper(path: Path) -> Paper:
                   path=path, authors=[_str(a) for a in (authors if isinstance(authors, list) else [authors])],
                   venue=_str(data.get("venue")), year=data.get("year"), arxiv=_str(data.get("arxiv")),
                   url=_str(data.get("url")), code=_str(data.get("code")), source=_str(data.get("source")),
-                  notes=_str(data.get("notes")))
+                  notes=_str(data.get("notes")), protocol=_str(data.get("protocol")))
     if paper.id != path.parent.name:
         c.problem(data.key_lines.get("id", 1), f"id {paper.id!r} differs from the folder name {path.parent.name!r}")
     tables = [t for t in (_table(c, m) for m in c.mappings(data, "tables", "paper")) if t]
@@ -532,6 +582,12 @@ def load_paper(path: Path) -> Paper:
     paper.figures = c.unique(figures, "figure")
     claims = [x for x in (_claim(c, m, paper) for m in c.mappings(data, "claims", "paper")) if x]
     paper.claims = c.unique(claims, "claim")
+    for cl in paper.claims:
+        scaled = [str(r) for pair in cl.pairs for r in pair
+                  if r.const is None and not paper.table(r.table).is_scale_free(r.column)]
+        if cl.evidence == "theory" and scaled:
+            c.problem(cl.line, f"claim {cl.id!r}: evidence theory, but {', '.join(scaled)} is not scale_free "
+                               f"(mark the column or table scale_free, or make the claim evidence: training)")
     paper.problems = c.problems
     return paper
 

@@ -95,7 +95,7 @@ def test_report_opens_in_chromium(tmp_path):
         for row, base, ours in (("a", 50.0, 56.0), ("b", 60.0, 61.0)):
             for col, v in (("base", base + seed), ("ours", ours + seed)):
                 write_record(dict(run_id=f"{col}-{row}-{seed}", paper="demo", table="tab",
-                                  cell={"row": row, "columns": {col: "top1"}}, scale="tiny", seed=seed,
+                                  cell={"row": row, "columns": {col: "top1"}}, scale="full", seed=seed,
                                   status="finished", metrics={"top1": v}, config={"data": "cifar10"},
                                   provenance={"git_sha": "feedface", "device": "cpu"}), root=results)
     build_report("demo", papers, results, notebook_execute=None)

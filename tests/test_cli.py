@@ -11,7 +11,7 @@ from hydra import compose, initialize_config_dir
 
 from repro import records
 from repro.cli import main
-from repro.runs import known_papers, paper_runs
+from repro.runs import ConfigError, known_papers, paper_runs, paper_scales, resolve
 from repro.train.model import register_models
 
 from conftest import EXPERIMENTS, REPO, fast_args, subprocess_env, write_paper
@@ -237,3 +237,43 @@ def test_dry_run_of_the_fake_paper_at_full_scale(dirs, capsys):
     out = capsys.readouterr().out
     assert "2 distinct run config(s) of 3" in out and "at 64 px" in out and "2 steps" in out
     assert not list(dirs["results"].rglob("*.json"))
+
+
+def _papers_at(scale):
+    return [p for p in known_papers() if scale in paper_scales(p)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("paper", _papers_at("cpu"))
+def test_every_cpu_run_dry_runs(paper, dirs, capsys):
+    """Every distinct model of the paper's cpu scale, two optimizer steps on synthetic data, no record."""
+    assert main(["reproduce", f"paper={paper}", "scale=cpu", "dry_run=true"]) == 0
+    assert "dry run:" in capsys.readouterr().out
+    assert not list(dirs["results"].rglob("*.json"))
+
+
+@pytest.mark.slow
+def test_cpu_scale_runs_two_jobs_and_a_rerun_skips_everything(dirs, capfd):
+    """jobs=2 (the cpu scale's default): two shard processes, one report; pointers run beside their source."""
+    assert main(["reproduce", "paper=convit", "scale=cpu", "smoke=true", "tables=[table2,table5]"]) == 0
+    out = capfd.readouterr().out
+    assert "shard 0/2" in out and "shard 1/2" in out and "2 jobs x 1 thread(s) finished" in out
+    recs, bad = records.load_records("convit", root=dirs["results"])
+    assert not bad and len(recs) == len(paper_runs("convit", "cpu", tables=["table2", "table5"]))
+    assert main(["reproduce", "paper=convit", "scale=cpu", "smoke=true", "tables=[table2,table5]"]) == 0
+    assert " run table" not in capfd.readouterr().out
+
+
+def test_shards_keep_a_probe_with_the_run_it_reads():
+    from repro.runs import pointer_source, shard
+    specs = [resolve(s, {}) for s in paper_runs("convit", "cpu")]
+    for i in range(2):
+        mine = {s.run_id for s in shard(specs, i, 2)}
+        for s in shard(specs, i, 2):
+            src = pointer_source(s.config) if s.kind == "probe" else None
+            assert src is None or src.run_id in mine, s.run_id
+
+
+def test_a_paper_without_a_scale_says_so():
+    with pytest.raises(ConfigError, match="defines no runs at scale 'cpu'"):
+        paper_runs("augvit", "cpu")

@@ -147,7 +147,40 @@ def test_theorem_claims_would_catch_a_broken_construction(theorem_comparison):
     assert _judged_with(cmp, "thm56_fewer_heads_cannot", "head_bounds", "patch_k3_p3", "one_hot_below", 0.0) == "fails"
     assert _judged_with(cmp, "thm56_exact_at_bound", "head_bounds", "pixel_k5_p1", "positional_at", 0.01) == "fails"
     assert _judged_with(cmp, "lemma2_onehot_closed_form", "lemma2", "c4", "onehot_excess", 1e-6) == "fails"
-    assert _judged_with(cmp, "cor4_nine_heads", "theorem1", "k5_p16_c3", "heads", 8) == "fails"
+    assert _judged_with(cmp, "cor4_nine_heads", "theorem1", "k5_p16_c3", "exact_heads", 8) == "fails"
+    assert _judged_with(cmp, "cor4_nine_heads", "theorem1", "k3_p1_c3", "exact_heads", 10) == "fails"
+
+
+def test_cor4_heads_are_measured_on_the_layer_not_taken_from_heads_required(monkeypatch):
+    """cor4_nine_heads reads the fewest heads with which an MHSA layer built from the convolution reproduces
+    it, found by trying head counts on the layer: the construction's own count (heads_required, the
+    `heads` column) must not be the measured side, and breaking it must not move the measurement."""
+    import repro.models.transfer
+    import repro.probes.conv_theorems
+    from papers.cmhsa import theorems
+
+    claim = next(c for c in PAPER.claims if c.id == "cor4_nine_heads")
+    specs = {s.cell["row"]: s for s in experiments.theorems("tiny")
+             if s.table == "theorem1" and s.config["probe"].endswith(":fewest_heads_row")}
+    assert claim.pairs and {lhs.column for lhs, _ in claim.pairs} == {"exact_heads"}
+    assert all(specs[lhs.row].cell["columns"]["exact_heads"] == "exact_heads" for lhs, _ in claim.pairs)
+    # the claim covers every row for which the paper prints a head count, at that count
+    printed = {r.key: r.values["heads"].value for r in PAPER.table("theorem1").rows if "heads" in r.values}
+    assert {lhs.row: rhs.const for lhs, rhs in claim.pairs} == printed
+
+    def broken(*args, **kwargs):
+        raise AssertionError("the measured head count must not come from the construction's formula")
+
+    for module in (repro.models.transfer, repro.probes.conv_theorems, theorems):
+        for name in ("heads_required", "neighbourhood_radius"):
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, broken)
+    out = {row: theorems.fewest_heads_row(specs[row].config) for row in ("k3_p4_c1", "k5_p8_c1", "k5_p1_c1", "k7_p2_c1")}
+    assert {row: o["exact_heads"] for row, o in out.items()} == {"k3_p4_c1": 9, "k5_p8_c1": 9, "k5_p1_c1": 25,
+                                                                  "k7_p2_c1": 25}
+    for o in out.values():  # reproduced with that many heads, not with one fewer
+        assert o["err_exact_heads"] <= 1e-9 < 1e-3 < o["err_one_fewer"]
+        assert o["errors_by_heads"][-2:] == [o["err_one_fewer"], o["err_exact_heads"]]
 
 
 # ------------------------------------------------------------------ training probes

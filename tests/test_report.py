@@ -89,7 +89,7 @@ T_VALUES = {"f1": ([40, 41, 42], [50, 51, 52]), "f2": ([45, 46, 47], [52, 53, 54
             "f3": ([50, 51, 52], [54, 55, 56]), "f4": ([60, 62, 58], [61, 59, 60.5])}
 
 
-def _rec(root, run_id, table, row, columns, metrics, seed=0, status="finished", scale="tiny"):
+def _rec(root, run_id, table, row, columns, metrics, seed=0, status="finished", scale="full"):
     write_record(dict(run_id=run_id, paper="toy", table=table, cell={"row": row, "columns": columns}, scale=scale,
                       seed=seed, status=status, metrics=metrics,
                       config={"data": {"name": "cifar10", "img_size": 32, "synthetic": True}},
@@ -114,7 +114,7 @@ def make_toy(tmp_path: Path) -> tuple[Path, Path]:
     for seed in range(3):
         _rec(results, f"init-{seed}", "layers", "init", {"norm": "norm", "bound": "bound"},
              {"norm": [1.0, 2.0 + seed / 10, 3.0], "bound": [2.0, 3.0, 4.0]}, seed)
-    records = results / "toy" / "tiny" / "records"
+    records = results / "toy" / "full" / "records"
     (records / "zz-corrupt.json").write_text('{"run_id": "zz", "metrics": {"top1": 1')
     _rec(results, "stray", "t", "f7", {"base": "top1"}, {"top1": 1.0})
     return papers, results
@@ -131,11 +131,12 @@ def _toy_comparison(tmp_path):
 
 def test_cell_mean_std_n_delta_and_noise(tmp_path):
     cmp, _ = _toy_comparison(tmp_path)
-    cell = cmp.cell(Ref("t", "f1", "base"), "tiny")
+    cell = cmp.cell(Ref("t", "f1", "base"), "full")
     assert (cell.mean, cell.std, cell.n) == (41.0, 1.0, 3)
     assert cell.delta == pytest.approx(-0.5)
-    assert cell.tolerance == pytest.approx(0.05 + 2.0) and cell.within_noise is True
-    ours = cmp.cell(Ref("t", "f1", "ours"), "tiny")
+    assert cell.tolerance == pytest.approx(2.0) and cell.within_noise is True  # beyond 41.45..41.55, 2 sd
+    assert cell.within_text() == "yes (round + 2 sd)"
+    ours = cmp.cell(Ref("t", "f1", "ours"), "full")
     assert ours.mean == pytest.approx(51.0) and ours.delta == pytest.approx(-9.0) and ours.within_noise is False
     assert ours.measured_text() == "51.00 ± 1.00" and ours.delta_text() == "-9.00"
 
@@ -143,27 +144,27 @@ def test_cell_mean_std_n_delta_and_noise(tmp_path):
 def test_time_to_table_sums_the_distinct_runs_filling_it(tmp_path):
     cmp, _ = _toy_comparison(tmp_path)
     from repro.report.compare import cost_text
-    cost = cmp.view("t", "tiny").cost  # 4 rows x 2 columns x 3 seeds, 90 s each; the stray f7 fills nothing
+    cost = cmp.view("t", "full").cost  # 4 rows x 2 columns x 3 seeds, 90 s each; the stray f7 fills nothing
     assert (cost["runs"], cost["timed"], cost["compute_s"]) == (24, 24, 24 * 90.0)
     assert cost_text(cost) == "24 runs, 36.0 min of compute on cpu (x86_64, 2 threads)"
-    size = cmp.view("size", "tiny").cost  # m1, m2 and the diverged m3: one record per row however many columns
+    size = cmp.view("size", "full").cost  # m1, m2 and the diverged m3: one record per row however many columns
     assert (size["runs"], size["compute_s"]) == (3, 270.0) and cost_text(size).startswith("3 runs, 4.5 min")
     assert cost_text({"runs": 1, "timed": 1, "compute_s": 42.0, "hardware": []}) == "1 run, 42 s of compute"
 
 
 def test_derived_gap_is_computed_per_seed(tmp_path):
     cmp, _ = _toy_comparison(tmp_path)
-    gap = cmp.cell(Ref("t", "f1", "gap"), "tiny")
+    gap = cmp.cell(Ref("t", "f1", "gap"), "full")
     per_seed = [(o / b - 1) * 100 for b, o in zip(*T_VALUES["f1"])]
     assert gap.measured.values == pytest.approx(per_seed) and gap.n == 3
     assert gap.paper.text == "20%" and gap.delta == pytest.approx(sum(per_seed) / 3 - 20)
-    unprinted = cmp.cell(Ref("t", "f2", "gap"), "tiny")
+    unprinted = cmp.cell(Ref("t", "f2", "gap"), "full")
     assert unprinted.paper_text() == f"({(53 / 46 - 1) * 100:.3g})"  # computed from the printed operands
 
 
 def test_values_are_compared_at_printed_precision(tmp_path):
     cmp, _ = _toy_comparison(tmp_path)
-    c = lambda row, col: cmp.cell(Ref("size", row, col), "tiny")  # noqa: E731
+    c = lambda row, col: cmp.cell(Ref("size", row, col), "full")  # noqa: E731
     assert c("m1", "params").within_noise is True            # 27.4M prints as 27M
     assert c("m1", "params").measured_text() == "27.4M"
     assert c("m2", "params").within_noise is False           # 27.6M prints as 28M
@@ -178,43 +179,45 @@ def test_values_are_compared_at_printed_precision(tmp_path):
 
 def test_claim_verdicts_and_statistics(tmp_path):
     _, v = _toy_comparison(tmp_path)
-    assert v[("ahead", "tiny")].verdict == "holds"
-    assert "Welch" in v[("ahead", "tiny")].statistic and "3/3 comparisons hold" in v[("ahead", "tiny")].statistic
-    assert v[("gap_shrinks", "tiny")].verdict == "holds"
-    assert v[("gap_grows", "tiny")].verdict == "fails" and "Welch" in v[("gap_grows", "tiny")].statistic
-    noisy = v[("noisy", "tiny")]
+    assert v[("ahead", "full")].verdict == "holds"
+    assert "Welch" in v[("ahead", "full")].statistic and "3/3 comparisons hold" in v[("ahead", "full")].statistic
+    assert v[("gap_shrinks", "full")].verdict == "holds"
+    assert v[("gap_grows", "full")].verdict == "fails" and "Welch" in v[("gap_grows", "full")].statistic
+    noisy = v[("noisy", "full")]
     assert noisy.verdict == "inconclusive" and "p=" in noisy.checks[0].statistic
-    m1 = v[("m1_first", "tiny")]
-    assert m1.verdict == "fails" and "direction of the means only" in m1.statistic
-    assert m1.checks[0].statistic == "70.2 vs 72, direction only (n=1 vs 1 < 3 seeds)"
-    assert v[("bounded", "tiny")].verdict == "holds"
-    assert v[("tight", "tiny")].verdict == "fails" and "0.5" in v[("tight", "tiny")].checks[0].statistic
-    assert v[("same", "tiny")].verdict == "holds"
-    assert v[("ghost", "tiny")].verdict == "invalid" and "f9" in v[("ghost", "tiny")].statistic
-    un = v[("unmeasured", "tiny")]
-    assert un.verdict == "not run" and "make reproduce PAPER=toy SCALE=tiny TABLES=size" in un.statistic
-    gone = v[("diverged", "tiny")]  # ran and left no value: not "not run", and no command to rerun it
+    m1 = v[("m1_first", "full")]  # one seed per side: never holds/fails, whichever way the means lean
+    assert m1.verdict == "inconclusive" and "which way the means lean" in m1.statistic
+    assert m1.checks[0].statistic.startswith("70.2 vs 72: effect -1.8, unknown") and "leans lhs < rhs" in \
+        m1.checks[0].statistic
+    assert v[("bounded", "full")].verdict == "holds"
+    assert v[("tight", "full")].verdict == "fails" and "0.5" in v[("tight", "full")].checks[0].statistic
+    assert v[("same", "full")].verdict == "holds"
+    assert v[("ghost", "full")].verdict == "invalid" and "f9" in v[("ghost", "full")].statistic
+    un = v[("unmeasured", "full")]
+    assert un.verdict == "not run" and "make reproduce PAPER=toy SCALE=full TABLES=size" in un.statistic
+    gone = v[("diverged", "full")]  # ran and left no value: not "not run", and no command to rerun it
     assert gone.verdict == "inconclusive" and "make reproduce" not in gone.statistic
     assert gone.checks[0].statistic == "training diverged for size.m3.top1: no final value to compare"
-    assert v[("listed", "tiny")].verdict == "not reproduced"
-    chance = v[("above_chance", "tiny")]
+    assert v[("listed", "full")].verdict == "not reproduced"
+    chance = v[("above_chance", "full")]
     assert chance.verdict == "holds" and "one-sample t" in chance.checks[0].statistic
-    assert v[("ahead", "tiny")].on_paper == "holds" and v[("m1_first", "tiny")].on_paper == "fails"
+    assert v[("ahead", "full")].on_paper == "holds" and v[("m1_first", "full")].on_paper == "fails"
 
 
 def test_build_report_writes_every_output(tmp_path):
     papers, results = make_toy(tmp_path)
     paths = build_report("toy", papers_dir=papers, results_dir=results, notebook_execute=None)
     out = results / "toy"
-    assert {p.name for p in paths} == {"REPORT.md", "report.html", "summary.json", "curve-tiny.png", "frac-tiny.png"}
+    assert {p.name for p in paths} == {"REPORT.md", "report.html", "summary.json", "cells.csv", "curve-full.png",
+                                       "frac-full.png"}
     assert all(p.is_file() for p in paths)
     md, page = (out / "REPORT.md").read_text(), (out / "report.html").read_text()
     # scale, data, hardware, commit open the report
     for text in (md, page):
-        assert "tiny" in text and "cifar10 (32 px, synthetic)" in text and "abcdef012345-dirty" in text
+        assert "full" in text and "CIFAR-10 (32 px, synthetic)" in text and "abcdef012345-dirty" in text
         assert "cpu (x86_64, 2 threads)" in text and "torch 2.5.0" in text
         assert "0.78 h" in text  # 31 runs x 90 s of wall time
-        assert "make reproduce PAPER=toy SCALE=tiny TABLES=size" in text  # the command filling 'not run' cells
+        assert "make reproduce PAPER=toy SCALE=full TABLES=size" in text  # the command filling 'not run' cells
         assert "Time to table: 24 runs, 36.0 min of compute on cpu (x86_64, 2 threads)." in text
     assert "| 10%  | 41.5 / 41.00 ± 1.00 ✓" in md.replace("  ", " ").replace("  ", " ") or "41.5 / 41.00 ± 1.00 ✓" in md
     # paper text is text: no markup from the caption reaches the page
@@ -223,16 +226,16 @@ def test_build_report_writes_every_output(tmp_path):
     assert r"\<script\>alert(1)\</script\> \& more" in md
     assert page.count("data:image/png;base64,") == 2
     s = json.loads((out / "summary.json").read_text())
-    assert s["scales"] == ["tiny"] and s["commits"] == ["abcdef012345-dirty"]
+    assert s["scales"] == ["full"] and s["commits"] == ["abcdef012345-dirty"]
     cost = {"runs": 24, "timed": 24, "compute_s": 2160.0, "hardware": ["cpu (x86_64, 2 threads)"]}
-    assert s["tables"]["t"] == {"reproduced": True, "cells": 8, "by_scale": {"tiny": {"measured": 8, "not_run": 0,
+    assert s["tables"]["t"] == {"attempted": True, "cells": 8, "by_scale": {"full": {"measured": 8, "not_run": 0,
                                                                                       "invalid": 0, "cost": cost}}}
-    assert {k: v for k, v in s["tables"]["size"]["by_scale"]["tiny"].items() if k != "cost"} == {
+    assert {k: v for k, v in s["tables"]["size"]["by_scale"]["full"].items() if k != "cost"} == {
         "measured": 8, "not_run": 6, "invalid": 1}
     claims = {c["id"]: c for c in s["claims"]}
-    assert claims["noisy"]["verdict"] == "inconclusive" and claims["m1_first"]["verdict"] == "fails"
-    assert claims["ahead"]["scale"] == "tiny" and "Welch" in claims["ahead"]["statistic"]
-    assert s["verdicts"]["tiny"]["holds"] == 5
+    assert claims["noisy"]["verdict"] == "inconclusive" and claims["m1_first"]["verdict"] == "inconclusive"
+    assert claims["ahead"]["scale"] == "full" and "Welch" in claims["ahead"]["statistic"]
+    assert s["verdicts"]["full"]["holds"] == 5
 
 
 def test_corrupt_and_stray_records_are_visible_and_lose_nothing(tmp_path):
@@ -253,11 +256,11 @@ def test_scales_are_reported_separately(tmp_path):
         _rec(results, f"small-base-{seed}", "t", "f1", {"base": "top1"}, {"top1": 30.0 + seed}, seed, scale="small")
     build_report("toy", papers_dir=papers, results_dir=results, notebook_execute=None)
     s = json.loads((results / "toy" / "summary.json").read_text())
-    assert s["scales"] == ["tiny", "small"]
+    assert s["scales"] == ["small", "full"]
     assert s["tables"]["t"]["by_scale"]["small"] == {"measured": 1, "not_run": 7, "invalid": 0, "cost": {
         "runs": 3, "timed": 3, "compute_s": 270.0, "hardware": ["cpu (x86_64, 2 threads)"]}}
     ahead = {c["scale"]: c["verdict"] for c in s["claims"] if c["id"] == "ahead"}
-    assert ahead == {"tiny": "holds", "small": "not run"}
+    assert ahead == {"full": "holds", "small": "not designed"}
 
 
 def test_rebuild_is_fast_and_deterministic(tmp_path):
@@ -336,9 +339,10 @@ def test_convit_claims_hold_on_the_printed_numbers():
     (Figure 8's claims have none: the paper only plots them)."""
     paper = load_paper(REPO / "papers" / "convit" / "paper.yaml")
     verdicts = judge_all(compare(paper, []))
-    plotted = {"fig8_locality_helps", "fig8_gpsa_layers_help"}
+    plotted = {"fig8_locality_helps", "fig8_gpsa_layers_help", "fig4_sa_layers_become_local",
+               "fig4_gpsa_layers_escape_locality", "fig6_late_gates_favour_content"}
     assert {v.claim.id: v.on_paper for v in verdicts} == {c.id: "" if c.id in plotted else "holds" for c in paper.claims}
-    assert all(v.verdict == "not run" for v in verdicts)
+    assert all(v.verdict == ("timing" if v.claim.evidence == "timing" else "not run") for v in verdicts)
 
 
 def test_convit_report_from_synthetic_records(tmp_path):
@@ -349,7 +353,7 @@ def test_convit_report_from_synthetic_records(tmp_path):
                 acc = 30 + 5 * i + gain + seed * 0.3
                 write_record(dict(run_id=f"{model}-{row}-{seed}", paper="convit", table="table2",
                                   cell={"row": row, "columns": {f"{model}_top1": "top1", f"{model}_top5": "top5"}},
-                                  scale="tiny", seed=seed, status="finished",
+                                  scale="full", seed=seed, status="finished",
                                   metrics={"top1": acc, "top5": acc + 20, "nonlocality": [3.0, 2.0, 1.0 + seed / 10]},
                                   config={}, provenance={"git_sha": "x", "device": "cpu"}), root=results)
     build_report("convit", papers_dir=REPO / "papers", results_dir=results, notebook_execute=None)
@@ -357,12 +361,12 @@ def test_convit_report_from_synthetic_records(tmp_path):
     verdicts = {c["id"]: c["verdict"] for c in s["claims"]}
     assert verdicts["t2_convit_ahead_top1"] == "holds" and verdicts["t2_gap_shrinks_top1"] == "holds"
     assert verdicts["t1_convit_beats_deit"] == "not run"
-    t2 = s["tables"]["table2"]["by_scale"]["tiny"]
+    t2 = s["tables"]["table2"]["by_scale"]["full"]
     assert t2.pop("cost")["timed"] == 0  # these synthetic records carry no wall time
     assert t2 == {"measured": 20, "not_run": 0, "invalid": 0}
-    assert (results / "convit" / "figures" / "nonlocality-tiny.png").is_file()
-    assert (results / "convit" / "figures" / "accuracy_vs_fraction-tiny.png").is_file()
-    assert not (results / "convit" / "figures" / "gating-tiny.png").exists()  # no gating metric recorded
+    assert (results / "convit" / "figures" / "nonlocality-full.png").is_file()
+    assert (results / "convit" / "figures" / "accuracy_vs_fraction-full.png").is_file()
+    assert not (results / "convit" / "figures" / "gating-full.png").exists()  # no gating metric recorded
 
 
 def test_cells_a_scale_never_runs_are_not_offered_a_command(tmp_path):
@@ -372,15 +376,15 @@ def test_cells_a_scale_never_runs_are_not_offered_a_command(tmp_path):
     papers, results = make_toy(tmp_path)
     paper = load_paper(papers / "toy" / "paper.yaml")
     recs, bad = load_records("toy", root=results)
-    view = compare(paper, recs, bad).view("size", "tiny")
+    view = compare(paper, recs, bad).view("size", "full")
     assert view.unscheduled() == 0 and view.counts()["not_run"] == 6  # nothing known: every cell fillable
-    defined = {"tiny": {("size", "m3", "params"), ("size", "m1", "params")}}
+    defined = {"full": {("size", "m3", "params"), ("size", "m1", "params")}}
     cmp = compare(paper, recs, bad, defined)
-    view = cmp.view("size", "tiny")
+    view = cmp.view("size", "full")
     assert view.counts()["not_run"] == 6 and view.unscheduled() == 5
     assert cell_title(view.cells[("m3", "params")], view.command).endswith("TABLES=size")
     assert cell_title(view.cells[("m3", "heads")], view.command) == (
         "not run: this scale's experiments define no run for it")
     text = "\n".join(markdown.view_lines(cmp, view))
-    assert "Not run: 1 cell(s). Fill them with `make reproduce PAPER=toy SCALE=tiny TABLES=size`." in text
-    assert "Not run at scale `tiny`: 5 cell(s) that this scale's experiments do not define" in text
+    assert "Not run: 1 cell(s). Fill them with `make reproduce PAPER=toy SCALE=full TABLES=size`." in text
+    assert "Not run at scale `full`: 5 cell(s) that this scale's experiments do not define" in text

@@ -160,7 +160,7 @@ def test_convit_paper_yaml_matches_agreed_keys_and_printed_numbers():
     paper = load_paper(REPO / "papers" / "convit" / "paper.yaml")
     assert paper.problems == []
     assert [t.id for t in paper.tables] == ["table1", "table1_speed", "table2", "table3", "table4", "table5", "table6",
-                                            "fig8_locality", "fig8_gpsa_layers"]
+                                            "fig4_6", "fig6_gates", "fig8_locality", "fig8_gpsa_layers"]
     t1, t2 = paper.table("table1"), paper.table("table2")
     assert [r.key for r in t1.rows] == ["deit_ti", "convit_ti", "deit_ti_plus", "convit_ti_plus", "deit_s", "convit_s",
                                         "deit_s_plus", "convit_s_plus", "deit_b", "convit_b", "deit_b_plus",

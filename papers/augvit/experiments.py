@@ -47,8 +47,10 @@ COST_ROWS = {
 }
 TOP1_ROWS = ("deit_s", "augvit_s", "deit_b", "augvit_b")  # the 384 rows are fine-tuned in the paper (see README)
 
-# table column -> record metric, the same in diversity_init and ablations (gains are derived by the report)
-DIVERSITY_COLUMNS = {k: k for k in ("div_d", "div_c", "div_b", "div_a", "rel_d", "rel_b", "s4_worst")}
+# table column -> record metric, the same in diversity_init and ablations (gains are derived by the report);
+# curve_v: the per-block r(Z_l)/r(Z_0), l = 1..L, of variant v (claim no_collapse checks it at every block)
+DIVERSITY_COLUMNS = {**{k: k for k in ("div_d", "div_c", "div_b", "div_a", "rel_d", "rel_b", "s4_worst")},
+                     **{f"curve_{v}": f"ratio_{v}" for v in "dcb"}}
 TRAINED_PROBES = [{"fn": "papers.augvit.probes:trained_analysis"}]
 
 PROTOCOL = {

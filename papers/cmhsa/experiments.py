@@ -2,7 +2,8 @@
 of paper.yaml, at each scale (protocol and every choice the paper leaves open: papers/cmhsa/README.md).
 
 - theorem1, lemma2, head_bounds: probe runs (papers/cmhsa/theorems.py), CPU seconds, the same at
-  every scale.
+  every scale. Each theorem1 row has two: the transfer with the construction's heads (transfer_row)
+  and the fewest heads that reproduce the convolution, found by trying H = 1, 2, ... (fewest_heads_row).
 - table1: the eight rows. Baselines and single-phase rows train 2E epochs; a two-phase row trains the
   convolution phase E epochs (its record fills table two_phase), then the attention phase E epochs
   starting from it (``config["init"]``: the engine loads the conv run's final model and calls
@@ -56,6 +57,7 @@ PROTOCOL = {
 
 THEOREM1 = [(k, p, c) for k in (3, 5) for p in (4, 8, 16) for c in (1, 3)] + [(3, 1, 3), (5, 1, 1), (5, 2, 1), (7, 2, 1)]
 LEMMA2_SCALES = (0.5, 1, 2, 4, 8, 16, 30)
+HEADS_COLUMNS = ("exact_heads", "err_exact_heads", "err_one_fewer")  # theorem1 columns of fewest_heads_row
 HEAD_BOUNDS = [("patch", 3, 3, 1), ("patch", 5, 5, 1), ("patch", 3, 8, 1), ("pixel", 3, 1, 3), ("pixel", 5, 1, 5)]
 TABLE1_COLUMNS = ("top1", "top5", "depth", "heads", "dim", "ffn", "params", "train_s", "epoch_s")
 
@@ -178,6 +180,9 @@ def theorems(scale: str) -> list[RunSpec]:
     for k, p, c in THEOREM1:
         specs.append(_probe(scale, "theorem1", f"k{k}_p{p}_c{c}", {x: x for x in cols}, "transfer_row",
                             {"kernel": k, "patch": p, "channels": c}))
+        # Corollaries 3-4 measured: fewest heads that reproduce the conv (not the construction's count)
+        specs.append(_probe(scale, "theorem1", f"k{k}_p{p}_c{c}", {x: x for x in HEADS_COLUMNS}, "fewest_heads_row",
+                            {"kernel": k, "patch": p, "channels": c}, name="heads"))
     for c in LEMMA2_SCALES:
         for form, prefix in (("one_hot", "onehot"), ("quadratic", "quad")):
             columns = {f"{prefix}_mass": "off_target_mass", f"{prefix}_excess": "excess_over_closed_form",

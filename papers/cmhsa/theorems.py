@@ -8,6 +8,9 @@ seeded generator, so a rerun gives the same numbers.
 - ``transfer_row`` (Theorem 1 / Corollaries 3-4): a random KxK convolution on P x P patches with C
   channels, transferred exactly (W_Q = W_K = 0, one-hot bias c = 30) into an MHSA layer with the
   (2 ceil((K-1)/2P) + 1)^2 heads the construction needs; max error on interior and border patches.
+- ``fewest_heads_row`` (Corollaries 3-4, measured): the fewest heads of an MHSA layer built from a random
+  KxK convolution (one-hot heads on the best neighbour patches) that reproduce it on interior patches,
+  found by trying H = 1, 2, ... heads; independent of ``heads_required``.
 - ``lemma2_row`` (Lemma 2): off-target attention mass of the transferred heads at one bias scale c,
   its excess over the closed form, and the layer's interior output error.
 - ``head_bound_row`` (Theorems 5 / 6): residual of the best fit of a random convolution by H heads
@@ -18,7 +21,7 @@ from __future__ import annotations
 import torch
 
 from repro.models.transfer import DEFAULT_SCALE, heads_required, neighbourhood_radius
-from repro.probes.conv_theorems import (centre_patch_map, lemma2_table, one_hot_head_residuals,
+from repro.probes.conv_theorems import (centre_patch_map, fewest_exact_heads, lemma2_table, one_hot_head_residuals,
                                         positional_rank_residuals, sampled_one_hot_residual,
                                         transfer_error_table)
 
@@ -46,6 +49,14 @@ def transfer_row(config: dict) -> dict:
     return {key: row[key] for key in ("heads", "grid", "interior_patches", "border_patches", "interior_max_err",
                                       "border_max_err", "border_mean_err", "vs_predicted_max_err",
                                       "attention_vs_predicted_max")}
+
+
+def fewest_heads_row(config: dict) -> dict:
+    """Corollaries 3-4: fewest heads reproducing a random KxK convolution (float64, tolerance 1e-5), the
+    interior error with that many heads and with one fewer (``repro.probes.conv_theorems.fewest_exact_heads``)."""
+    t = _params(config)
+    return fewest_exact_heads(int(t["kernel"]), int(t["patch"]), int(t["channels"]), tol=float(t.get("tol", 1e-5)),
+                              scale=float(t.get("scale", DEFAULT_SCALE)), seed=int(t.get("seed", 0)))
 
 
 def lemma2_row(config: dict) -> dict:

@@ -10,6 +10,8 @@
 - Table 3: ablations a-g at 100 % and 10 % of the data. Rows a (ConViT) and e (DeiT) are the base pair
   itself: Table 2's runs at tiny/small, Table 1's S+ runs at full (100 %).
 - Tables 5-6: test-time masking on the trained Ti pair (probe runs on its checkpoints).
+- Figs. 4-6 as claims (tables ``fig4_6``, ``fig6_gates``): a probe on each f = 1 run measures the mean nonlocality of
+  its attention layers at initialisation and after training, and ConViT's gates (first / last GPSA layer).
 - Figure 8 (tables ``fig8_locality``, ``fig8_gpsa_layers``): ConViT on all the data with locality
   strength 0.01 / 0.1 / 1 and with 0 / 3 / 6 / 9 GPSA layers (the paper: first 100 ImageNet classes).
 - Table 4 (distillation) is not run; paper.yaml says why.
@@ -37,6 +39,20 @@ from repro.runs import RunSpec
 from .reuse import pointer
 
 SCALES = ("tiny", "cpu", "small", "full")
+# The training claims each reduced scale is designed to resolve (tiny resolves none; full all of them).
+# cpu: Table 2 at 10 % and 100 %, Table 3's rows a-e at 10 %, Tables 5-6 and Figs. 4-6 (README: power).
+RESOLVES = {
+    "cpu": ("t2_convit_ahead_top1", "t2_convit_ahead_top5", "t2_gap_shrinks_top1", "t2_gap_shrinks_top5",
+            "t3_components_help_low_data", "t3_gpsa_beats_deit_low_data", "t5_convit_robust_to_masking",
+            "t6_position_masking_hurts_less", "t6_more_masked_layers_hurt_more", "fig4_sa_layers_become_local",
+            "fig4_gpsa_layers_escape_locality", "fig6_late_gates_favour_content"),
+    "small": ("t2_convit_ahead_top1", "t2_convit_ahead_top5", "t2_gap_shrinks_top1",
+              "t2_gap_shrinks_top5", "t3_components_help_low_data", "t3_convit_best_full_data",
+              "t3_gpsa_beats_deit_low_data", "t3_frozen_conv_init_matters", "t5_convit_robust_to_masking",
+              "t6_position_masking_hurts_less", "t6_more_masked_layers_hurt_more", "fig4_sa_layers_become_local",
+              "fig4_gpsa_layers_escape_locality", "fig6_late_gates_favour_content", "fig8_locality_helps",
+              "fig8_gpsa_layers_help"),
+}
 FRACTIONS = {"f5": 0.05, "f10": 0.10, "f30": 0.30, "f50": 0.50, "f100": 1.00}
 SIZES = {"ti": "tiny", "ti_plus": "tiny_plus", "s": "small", "s_plus": "small_plus", "b": "base",
          "b_plus": "base_plus"}  # Table 1 size key -> our model name suffix
@@ -208,6 +224,17 @@ def table6(scale: str, pair: dict) -> list[RunSpec]:
             for row, k in PROTOCOL[scale]["table6_k"].items()]
 
 
+def figures4_6(scale: str, seeds: int, t2: dict) -> list[RunSpec]:
+    """Figs. 4-6 as claims: nonlocality at init and after training (both models), and ConViT's gates."""
+    probe = "papers.convit.probes:locality_change"
+    nonlocality = {"nonlocality_init": "nonlocality_init", "nonlocality_final": "nonlocality_final"}
+    gates = {"gate_init": "gate_init", "gate_first": "gate_first", "gate_last": "gate_last"}
+    specs = [pointer(t2["f100", prefix, seed], "fig4_6", {"row": prefix, "columns": nonlocality}, prefix, probe=probe)
+             for prefix in PROTOCOL[scale]["pair"] for seed in range(seeds)]
+    return specs + [pointer(t2["f100", "convit", seed], "fig6_gates", {"row": "convit", "columns": gates}, "convit",
+                            probe=probe) for seed in range(seeds)]
+
+
 def figure8(scale: str, seeds: int, t2: dict) -> list[RunSpec]:
     """ConViT on all the data with locality strength alpha, and with n GPSA layers (Figure 8)."""
     p = PROTOCOL[scale]
@@ -241,4 +268,4 @@ def runs(scale: str, seeds: int | None = None) -> list[RunSpec]:
     t1 = {(s.cell["row"], s.seed): s for s in t1_acc if s.kind == "train"}
     pair = ti_pair(scale, seeds, t2, t1)
     return [*probes, *table1_speed(probes), *t2_specs, *t1_acc, *table3(scale, seeds, t2, t1),
-            *table5(pair), *table6(scale, pair), *figure8(scale, seeds, t2)]
+            *table5(pair), *table6(scale, pair), *figures4_6(scale, seeds, t2), *figure8(scale, seeds, t2)]

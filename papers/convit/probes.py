@@ -180,3 +180,35 @@ def table6_run(config: dict) -> dict:
     (row,) = table6_masked_attention(t.model, None, ks=(int(args["k"]),), evaluate_fn=lambda m, *_: t.evaluate(m))
     return {**row, "k_paper": args.get("k_paper"), "gpsa_layers": len(gpsa_modules(t.model)),
             "source_run_id": t.spec.run_id}
+
+
+def locality_change(config: dict) -> dict:
+    """Probe run (Figs. 4-6 as claims): mean nonlocality of the source's attention layers (DeiT: every SA
+    layer; ConViT: its GPSA layers) at initialisation and after training, and ConViT's gates.
+
+    "At initialisation" is a fresh model from the run's config, seeded with the run's seed: drawn from
+    the same distribution as the run's own starting point (ConViT's local init is deterministic).
+    Nonlocality is measured on each layer's actual input, on the probe batch the engine uses.
+    """
+    from repro.train.engine import seed_all
+    from repro.train.model import create_model
+
+    from .reuse import trained
+
+    t = trained(config)
+    images, _ = t.test.sample(int((config.get("args") or {}).get("images", 64)))
+    seed_all(t.spec.seed)
+    init = create_model(t.spec.config, t.model.num_classes).to(images.device).eval()
+    gpsa = len(gpsa_modules(t.model))
+
+    def mean_nonlocality(model: nn.Module) -> float:
+        layers = [sum(h) / len(h) for h in layer_nonlocality(model, images)]
+        chosen = layers[:gpsa] if gpsa else layers
+        return sum(chosen) / len(chosen)
+
+    out = {"nonlocality_init": mean_nonlocality(init), "nonlocality_final": mean_nonlocality(t.model),
+           "layers": gpsa or len(t.model.blocks), "source_run_id": t.spec.run_id}
+    if gpsa:
+        gates, gates0 = ([sum(h) / len(h) for h in gating(m)] for m in (t.model, init))
+        out.update(gate_first=gates[0], gate_last=gates[-1], gate_init=sum(gates0) / len(gates0))
+    return out

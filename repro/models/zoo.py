@@ -3,41 +3,35 @@ values the papers print (``papers/zoo.yaml``). ``python -m repro.models.zoo [--p
 
 GMACs are given two ways: all multiply-adds (attention matmuls included, DeiT's and Aug-ViT's
 convention) and without the attention matmuls (ConViT Table 1's convention). A measured value agrees
-with a printed one when it lies within one unit of the printed last digit ("27M" accepts 26-28M).
+with a printed one by the report's rule: it prints as that number under the row's ``printed`` convention
+(round by default: "27M" accepts 26.5M-27.5M; truncate: 27M-28M).
 """
 from __future__ import annotations
 
 import argparse
 import json
-import re
 from pathlib import Path
 
 import timm
 import yaml
 from tabulate import tabulate
 
+from .. import spec
 from ..probes.cost import count_macs, count_params, macs_without_attention
 from . import registry  # noqa: F401  (registers repro_* names)
 
 ZOO_FILE = Path(__file__).resolve().parents[2] / "papers" / "zoo.yaml"
 
 
-def parse_printed(value) -> tuple[float, float] | None:
-    """'27M' -> (27e6, 1e6); '4.3G' -> (4.3e9, 0.1e9): the value and one unit of its last digit."""
-    if value is None:
+def agrees(measured: float, printed, convention: str = "round") -> bool | None:
+    """The report's rule (repro.spec.prints_as): would ``measured`` print as ``printed`` under the paper's
+    convention, rounding ("27M" is 26.5M-27.5M) or truncation ("27M" is 27M-28M)?"""
+    if printed is None:
         return None
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([KMG]?)\s*", str(value))
-    if not m:
-        raise ValueError(f"cannot read printed number {value!r}")
-    num, suffix = m.groups()
-    scale = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9}[suffix]
-    decimals = len(num.split(".")[1]) if "." in num else 0
-    return float(num) * scale, 10.0 ** -decimals * scale
-
-
-def agrees(measured: float, printed) -> bool | None:
-    p = parse_printed(printed)
-    return None if p is None else abs(measured - p[0]) <= p[1]
+    pv = spec.parse_printed(printed)
+    if pv.value is None:
+        raise ValueError(f"cannot read printed number {printed!r}")
+    return spec.prints_as(measured, pv, convention)
 
 
 def measure_row(row: dict) -> dict:
@@ -47,10 +41,10 @@ def measure_row(row: dict) -> dict:
     attn = next((m.attn for m in getattr(model, "blocks", []) if hasattr(m.attn, "num_heads")), None)
     out = {"heads": attn.num_heads if attn is not None else None, "dim": model.embed_dim,
            "params": count_params(model), "macs": macs, "macs_no_attn": macs_without_attention(by_op)}
-    p, f = row.get("params"), row.get("flops")
-    out["params_agree"] = agrees(out["params"], p)
-    out["flops_agree_all"] = agrees(macs, f)
-    out["flops_agree_no_attn"] = agrees(out["macs_no_attn"], f)
+    p, f, how = row.get("params"), row.get("flops"), row.get("printed", "round")
+    out["params_agree"] = agrees(out["params"], p, how)
+    out["flops_agree_all"] = agrees(macs, f, how)
+    out["flops_agree_no_attn"] = agrees(out["macs_no_attn"], f, how)
     return out
 
 

@@ -38,7 +38,8 @@ from repro.models.attention import Attention
 from repro.models.conv_phase import PatchConvolution
 from repro.models.patches import patchify, unpatchify
 from repro.models.transfer import (BIAS_FORMS, DEFAULT_SCALE, conv_layer_to_attention, conv_patch_blocks,
-                                   head_offsets, heads_required, interior_mask, neighbourhood_radius)
+                                   head_offsets, heads_required, interior_mask, neighbourhood_radius,
+                                   offset_bias_table)
 
 
 def patch_errors(reference: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
@@ -138,6 +139,64 @@ def transfer_error_table(kernels=(3, 5), patches=(4, 8, 16), channels=(1, 3), gr
                     "attention_vs_predicted_max": amap_dev,
                 })
     return rows
+
+
+def offset_attention(layer: PatchConvolution, offsets: list[tuple[int, int]], blocks: torch.Tensor,
+                     scale: float = DEFAULT_SCALE) -> Attention:
+    """A relpos Attention with one head per entry of ``offsets``: W_Q = W_K = 0, value = identity, one-hot
+    bias c = ``scale`` on the head's offset (Lemma 2), output block ``blocks[h]`` and the conv's bias. The
+    Theorem 1 construction for any head count and any set of offsets (``transferred_attention`` always
+    takes the offsets the kernel needs, and refuses fewer heads)."""
+    dim = layer.conv.in_channels * layer.patch_size ** 2
+    heads = len(offsets)
+    w = layer.conv.weight
+    attn = Attention(dim, heads, head_dim=dim, rel_pos_grid=layer.grid).to(w)
+    inner = heads * dim
+    attn.qkv.weight.zero_()
+    attn.qkv.bias.zero_()
+    attn.qkv.weight[2 * inner:].view(heads, dim, dim).copy_(torch.eye(dim, dtype=w.dtype))
+    attn.proj.weight.copy_(blocks.to(w).permute(1, 0, 2).reshape(dim, inner))
+    attn.proj.bias.copy_(layer.conv.bias.detach().repeat(layer.patch_size ** 2))
+    attn.rel_pos.set_offset_table(offset_bias_table(offsets, layer.grid, heads, scale).to(w))
+    return attn
+
+
+@torch.no_grad()
+def fewest_exact_heads(kernel: int, patch: int, channels: int, tol: float = 1e-5, scale: float = DEFAULT_SCALE,
+                       batch: int = 4, seed: int = 0, dtype=torch.float64) -> dict:
+    """Corollaries 3 / 4 measured rather than computed: the fewest heads of an MHSA layer built from a random
+    KxK convolution that reproduce it (interior max error <= ``tol``), with the error at that count and
+    at one head fewer.
+
+    Nothing here uses ``heads_required`` or the radius m: the candidate offsets are every patch offset in
+    {-R..R}^2 with R = K//2 (a pixel's receptive field reaches K//2 pixels, hence at most K//2 patches
+    for any P >= 1); head h copies the candidate whose block of the convolution's map has the h-th
+    largest energy (the best choice of H one-hot heads, module doc); H = 1, 2, ... heads are tried until
+    the layer matches the convolution (``F.conv2d``) on the patches at least R from every edge. When no
+    H <= (2R+1)^2 does, ``exact_heads`` is (2R+1)^2 + 1.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    reach = kernel // 2
+    side = 2 * reach + 3  # a 3 x 3 block of interior patches
+    layer = random_patch_conv(kernel, patch, channels, (side, side), gen, dtype)
+    x = torch.randn(batch, side * side, patch * patch * channels, generator=gen, dtype=dtype)
+    y = layer(x)
+    pos = torch.arange(side)
+    edge = (pos >= reach) & (pos < side - reach)
+    inside = (edge[:, None] & edge[None, :]).flatten()
+    candidates = head_offsets(reach)  # all of {-R..R}^2, row-major
+    blocks = conv_patch_blocks(layer.conv.weight.detach(), patch, reach)
+    order = torch.argsort(blocks.pow(2).sum(dim=(1, 2)), descending=True, stable=True).tolist()
+    errors = []
+    for h in range(1, len(order) + 1):
+        attn = offset_attention(layer, [candidates[i] for i in order[:h]], blocks[order[:h]], scale)
+        errors.append(patch_errors(y, attn(x))[:, inside].max().item())
+        if errors[-1] <= tol:
+            break
+    exact = len(errors) if errors[-1] <= tol else len(order) + 1
+    return {"exact_heads": exact, "err_exact_heads": errors[-1],
+            "err_one_fewer": errors[-2] if len(errors) > 1 else float("nan"),
+            "errors_by_heads": errors, "candidates": len(order), "tolerance": tol}
 
 
 def _theta(c: float) -> float:

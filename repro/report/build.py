@@ -6,13 +6,16 @@ rebuilt from committed records, and never trains.
 from __future__ import annotations
 
 import contextlib
+import csv
+import importlib
+import io
 import json
 from pathlib import Path
 
 from repro.records import atomic_write_bytes, load_records
 from repro.report import figures, html, markdown, notebook
-from repro.report.claims import Verdict, judge_all, tally
-from repro.report.compare import Comparison, compare
+from repro.report.claims import RESOLVED, Verdict, headline, headline_text, judge_all, tally
+from repro.report.compare import CITED, Comparison, compare
 from repro.report.provenance import commits
 from repro.runs import SCALES, ConfigError, paper_runs
 from repro.spec import SpecError, load_paper, paper_ids
@@ -34,7 +37,7 @@ def summarize(cmp: Comparison, verdicts: list[Verdict]) -> dict:
     tables = {}
     for t in cmp.paper.tables:
         views = [v for v in cmp.views if v.table is t]
-        tables[t.id] = {"reproduced": t.reproduced, "cells": views[0].counts()["cells"] if views else 0,
+        tables[t.id] = {"attempted": t.reproduced, "cells": views[0].counts()["cells"] if views else 0,
                         "by_scale": {v.scale or "none": {**{k: n for k, n in v.counts().items() if k != "cells"},
                                                          **({"cost": v.cost} if v.cost.get("runs") else {})}
                                      for v in views if t.reproduced}}
@@ -47,9 +50,44 @@ def summarize(cmp: Comparison, verdicts: list[Verdict]) -> dict:
         "problems": cmp.problems,
         "tables": tables,
         "verdicts": tally(verdicts),
-        "claims": [{"id": v.claim.id, "scale": v.scale, "verdict": v.verdict, "statistic": v.statistic,
-                    "on_paper": v.on_paper or None} for v in verdicts],
+        "resolved": {s: {k: n for k, n in c.items() if k in RESOLVED} for s, c in tally(verdicts).items()},
+        "headline": [{**h, "text": headline_text(h)} for h in headline(cmp, verdicts)],
+        "claims": [{"id": v.claim.id, "scale": v.scale, "evidence": v.claim.evidence, "verdict": v.verdict,
+                    "label": v.label, "statistic": v.statistic, "on_paper": v.on_paper or None} for v in verdicts],
+        "cells": cell_rows(cmp),
     }
+
+
+CELL_FIELDS = ["table", "row", "column", "scale", "paper", "paper_value", "mean", "sd", "n", "dataset", "protocol",
+               "like_for_like", "status", "delta", "agrees", "at_chance"]
+
+
+def cell_rows(cmp: Comparison) -> list[dict]:
+    """One row per measured-or-scheduled cell and scale: the paper's value beside ours (cells.csv)."""
+    rows = []
+    for view in cmp.views:
+        if not view.table.reproduced or view.scale is None:
+            continue
+        for row in view.table.rows:
+            for col in view.table.columns:
+                c = view.cells[(row.key, col.key)]
+                if c.status == CITED:
+                    continue
+                rows.append({"table": view.table.id, "row": row.key, "column": col.key, "scale": view.scale,
+                             "paper": c.paper_text(), "paper_value": c.paper.value if c.paper else None,
+                             "mean": c.mean, "sd": c.std, "n": c.n,
+                             "dataset": "; ".join(sorted({p.get("data", "") for p in c.runs_protocol} - {""})),
+                             "protocol": c.protocol, "like_for_like": c.like_for_like, "status": c.status,
+                             "delta": c.delta, "agrees": c.within_noise, "at_chance": c.at_chance})
+    return rows
+
+
+def cells_csv(rows: list[dict]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=CELL_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({k: ("" if r[k] is None else r[k]) for k in CELL_FIELDS} for r in rows)
+    return out.getvalue()
 
 
 def _write(path: Path, text: str) -> Path:
@@ -68,6 +106,15 @@ def defined_cells(paper_id: str, scales: list[str]) -> dict[str, set] | None:
         return None
 
 
+def resolves(paper_id: str) -> dict[str, set]:
+    """Per scale, the training claims papers/<id>/experiments.py says that scale is designed to resolve."""
+    try:
+        mod = importlib.import_module(f"papers.{paper_id}.experiments")
+    except ImportError:
+        return {}
+    return {str(k): set(v) for k, v in (getattr(mod, "RESOLVES", None) or {}).items()}
+
+
 def build_report(paper_id: str, papers_dir: Path = Path("papers"), results_dir: Path = Path("results"),
                  notebook_execute: str | None = "auto", kernel=None) -> list[Path]:
     """Rebuild one paper's report from its records; returns the paths written.
@@ -83,7 +130,8 @@ def build_report(paper_id: str, papers_dir: Path = Path("papers"), results_dir: 
         raise UnknownPaper(paper_id, paper_ids(papers_dir))
     paper = load_paper(spec)
     records, bad = load_records(paper_id, root=results_dir)
-    cmp = compare(paper, records, bad, defined_cells(paper_id, sorted({str(r.get("scale")) for r in records})))
+    cmp = compare(paper, records, bad, defined_cells(paper_id, sorted({str(r.get("scale")) for r in records})),
+                  resolves(paper_id))
     verdicts = judge_all(cmp)
     out = results_dir / paper_id
     fig_dir = out / "figures"
@@ -92,10 +140,12 @@ def build_report(paper_id: str, papers_dir: Path = Path("papers"), results_dir: 
     for stale in fig_dir.glob("*.png") if fig_dir.is_dir() else []:
         if stale not in written:
             stale.unlink()
+    summary = summarize(cmp, verdicts)
     written += [
         _write(out / "REPORT.md", markdown.render(cmp, verdicts, rendered, out)),
         _write(out / "report.html", html.render(cmp, verdicts, rendered)),
-        _write(out / "summary.json", json.dumps(summarize(cmp, verdicts), indent=1) + "\n"),
+        _write(out / "summary.json", json.dumps(summary, indent=1) + "\n"),
+        _write(out / "cells.csv", cells_csv(summary["cells"])),
     ]
     if notebook_execute:
         written += notebook.build(paper_id, papers_dir, results_dir, execute=notebook_execute, km=kernel)
@@ -114,7 +164,7 @@ def build_index(papers_dir: Path = Path("papers"), results_dir: Path = Path("res
             try:
                 s = json.loads(summary_path.read_text())
                 measured = sum(v.get("measured", 0) for t in s["tables"].values() for v in t["by_scale"].values())
-                cells = sum(t["cells"] * max(1, len(t["by_scale"])) for t in s["tables"].values() if t["reproduced"])
+                cells = sum(t["cells"] * max(1, len(t["by_scale"])) for t in s["tables"].values() if t["attempted"])
                 entry.update(title=s["title"], summary=s, measured=measured, cells=cells)
             except FileNotFoundError:
                 entry["error"] = f"no report built yet: python -m repro.report --paper {pid}"

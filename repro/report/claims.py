@@ -1,12 +1,24 @@
 """Claim verdicts: holds / fails / inconclusive, each with the statistic it rests on and its scale.
 
-Every check in paper.yaml expands into (lhs, rhs) comparisons (see repro.spec). For ">" with at least
-3 seeds on each side, a one-sided Welch t-test across seeds decides (holds when lhs > rhs at
-``alpha``, fails when lhs < rhs at ``alpha``, else inconclusive); with fewer seeds only the direction
-of the means is used, and the statistic says so. A bound ("<=") is checked on every seed (and every
-element of per-layer arrays): it is a worst-case statement, so one violation fails it. "~" (within
-noise) holds when the means differ by less than two standard deviations of a single-run difference
-(or the claim's tolerance). A claim holds when all its comparisons hold and fails when any fails.
+A verdict is only as strong as its evidence, so what a claim rests on decides how it is judged:
+
+- ``theory`` claims (theorems, bounds, exact constructions, params/FLOPs; paper.yaml ``evidence``) do not
+  depend on the scale: they are judged at every scale, on exact values.
+- ``training`` claims need trained runs. At ``tiny`` (a smoke scale) they are shown as "smoke", not
+  judged. At ``cpu`` and ``small`` they are judged only where papers/<id>/experiments.py says the scale
+  is designed to resolve them (``RESOLVES``); ``full`` is designed for every claim. Elsewhere: "not
+  designed". Where judged, ">" needs >= 3 seeds per side and a one-sided Welch t-test across seeds
+  (holds when lhs > rhs at ``alpha``, fails when lhs < rhs at ``alpha``, else inconclusive); with fewer
+  seeds a comparison is inconclusive and says which way the means lean. Every comparison states the
+  smallest effect it could resolve (one-sided ``alpha``, 80 % power) from the seed spread, or with one
+  seed from the binomial standard error of the test-set size. A side at chance accuracy cannot be ahead.
+- ``timing`` claims are hardware claims, judged from the benchmark protocol (``make bench``), never from
+  one timing taken while other runs share the machine.
+
+A bound ("<=") is checked on every seed (and every element of per-layer arrays): it is a worst-case
+statement, so one violation fails it. "~" (within noise) holds when the means differ by less than two
+standard deviations of a single-run difference (or the claim's tolerance). A claim holds when all its
+comparisons hold and fails when any fails.
 """
 from __future__ import annotations
 
@@ -16,11 +28,22 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from repro.report.compare import DIVERGED, MEASURED, NOT_REPRODUCED, Comparison, derive, reproduce_command
+from repro.report.compare import (DIVERGED, MEASURED, NOT_REPRODUCED, Cell, Comparison, binomial_se, derive,
+                                  reproduce_command)
+from repro.report.provenance import as_dict, data_label
 from repro.spec import Claim, Paper, Ref
 
 HOLDS, FAILS, INCONCLUSIVE, NOT_RUN, INVALID = "holds", "fails", "inconclusive", "not run", "invalid"
+SMOKE, NOT_DESIGNED, TIMING = "smoke", "not designed", "timing"
+RESOLVED = (HOLDS, FAILS)
 MIN_SEEDS = 3
+POWER = 0.8  # the power at which the smallest resolvable effect is stated
+
+
+def verdict_label(verdict: str, scale: str | None) -> str:
+    """The words shown on a verdict's badge."""
+    return {SMOKE: "smoke — not judged", NOT_DESIGNED: f"not designed to resolve at {scale}",
+            TIMING: "timing — judged by the benchmark"}.get(verdict, verdict)
 
 
 @dataclass
@@ -31,7 +54,9 @@ class Check:
     relation: str
     verdict: str
     statistic: str
-    method: str = ""  # "welch", "t1samp", "direction", "bound", "noise", "tolerance", "" (not run)
+    method: str = ""  # "welch", "t1samp", "exact", "lean", "bound", "noise", "tolerance", "" (not run)
+    effect: float | None = None      # lhs - rhs, in the cells' unit
+    resolvable: float | None = None  # the smallest effect this comparison could resolve
 
 
 @dataclass
@@ -43,6 +68,10 @@ class Verdict:
     statistic: str
     checks: list[Check] = field(default_factory=list)
     on_paper: str = ""  # the same check on the paper's printed numbers: holds / fails / "" (cannot tell)
+
+    @property
+    def label(self) -> str:
+        return verdict_label(self.verdict, self.scale)
 
 
 def _values(cmp: Comparison, ref: Ref, scale: str | None) -> list | None:
@@ -72,25 +101,59 @@ def _fmt(x: float) -> str:
     return f"{x:.4g}"
 
 
-def _greater(a: list, b: list, rhs_const: bool, alpha: float) -> tuple[str, str, str]:
+def resolvable_effect(a: list, b: list, rhs_const: bool, alpha: float,
+                      binomial: float | None = None) -> tuple[float | None, str]:
+    """The smallest lhs - rhs a one-sided test at ``alpha`` detects with 80 % power, and its basis.
+
+    From the seed spread when both sides have >= 2 seeds (Welch's standard error and degrees of
+    freedom); else from ``binomial``, the standard error of one run's accuracy on its test set (a lower
+    bound: seed-to-seed noise adds to it); else unknown.
+    """
+    na, nb = len(a), len(b)
+    va = float(np.var(a, ddof=1)) if na >= 2 else None
+    vb = 0.0 if rhs_const else (float(np.var(b, ddof=1)) if nb >= 2 else None)
+    if va is not None and vb is not None and va + vb > 0:
+        qa, qb = va / na, (0.0 if rhs_const else vb / nb)
+        df = (qa + qb) ** 2 / ((qa ** 2 / (na - 1)) + (0.0 if rhs_const else qb ** 2 / (nb - 1)))
+        t = stats.t.ppf(1 - alpha, df) + stats.t.ppf(POWER, df)
+        return float(t * math.sqrt(qa + qb)), f"seed spread, n={na} vs {'const' if rhs_const else nb}"
+    if binomial:
+        se = binomial * math.sqrt(1 / na + (0.0 if rhs_const else 1 / nb))
+        z = stats.norm.ppf(1 - alpha) + stats.norm.ppf(POWER)
+        return float(z * se), "test-set binomial error only; seed noise adds to it"
+    return None, "unknown: one run per side and no test-set noise model"
+
+
+def _lean(ma: float, mb: float) -> str:
+    return "lhs > rhs" if ma > mb else "lhs < rhs" if ma < mb else "no difference"
+
+
+def _greater(a: list, b: list, rhs_const: bool, alpha: float, exact: bool = False,
+             binomial: float | None = None) -> tuple[str, str, str, float | None]:
+    """Verdict, statistic, method and resolvable effect of lhs > rhs (see the module docstring)."""
     ma, mb = float(np.mean(a)), float(np.mean(b))
     nb = "const" if rhs_const else len(b)
-    if len(a) >= MIN_SEEDS and (rhs_const or len(b) >= MIN_SEEDS):
-        if np.std(a) == 0 and (rhs_const or np.std(b) == 0):
-            verdict = HOLDS if ma > mb else FAILS if ma < mb else INCONCLUSIVE
-            return verdict, f"{_fmt(ma)} vs {_fmt(mb)}, no spread across seeds (n={len(a)} vs {nb})", "direction"
-        if rhs_const:
-            test = lambda alt: stats.ttest_1samp(a, b[0], alternative=alt)  # noqa: E731
-            name, method = "one-sample t", "t1samp"
-        else:
-            test = lambda alt: stats.ttest_ind(a, b, equal_var=False, alternative=alt)  # noqa: E731
-            name, method = "Welch t", "welch"
-        g, l_ = test("greater"), test("less")
-        verdict = HOLDS if g.pvalue < alpha else FAILS if l_.pvalue < alpha else INCONCLUSIVE
-        return verdict, (f"{_fmt(ma)} vs {_fmt(mb)}; one-sided {name}={g.statistic:.2f}, "
-                         f"p={g.pvalue:.3g} (n={len(a)} vs {nb})"), method
-    verdict = HOLDS if ma > mb else FAILS if ma < mb else INCONCLUSIVE
-    return verdict, f"{_fmt(ma)} vs {_fmt(mb)}, direction only (n={len(a)} vs {nb} < {MIN_SEEDS} seeds)", "direction"
+    few = len(a) < MIN_SEEDS or not (rhs_const or len(b) >= MIN_SEEDS)
+    if exact and few:  # theory on one run: a deterministic value, its direction is the answer
+        verdict = HOLDS if ma > mb else FAILS
+        return verdict, f"{_fmt(ma)} vs {_fmt(mb)} (exact values, n={len(a)} vs {nb})", "exact", None
+    mde, basis = resolvable_effect(a, b, rhs_const, alpha, binomial)
+    res = f"resolvable ≥ {_fmt(mde)} ({basis})" if mde is not None else basis
+    head = f"{_fmt(ma)} vs {_fmt(mb)}: effect {ma - mb:+.3g}, {res}"
+    if few:
+        return INCONCLUSIVE, f"{head}; leans {_lean(ma, mb)}, n={len(a)} vs {nb} < {MIN_SEEDS} seeds", "lean", mde
+    if np.std(a) == 0 and (rhs_const or np.std(b) == 0):
+        verdict = HOLDS if ma > mb else FAILS if ma < mb else INCONCLUSIVE
+        return verdict, f"{head}; no spread across seeds (n={len(a)} vs {nb})", "exact", mde
+    if rhs_const:
+        test = lambda alt: stats.ttest_1samp(a, b[0], alternative=alt)  # noqa: E731
+        name, method = "one-sample t", "t1samp"
+    else:
+        test = lambda alt: stats.ttest_ind(a, b, equal_var=False, alternative=alt)  # noqa: E731
+        name, method = "Welch t", "welch"
+    g, l_ = test("greater"), test("less")
+    verdict = HOLDS if g.pvalue < alpha else FAILS if l_.pvalue < alpha else INCONCLUSIVE
+    return verdict, f"{head}; one-sided {name}={g.statistic:.2f}, p={g.pvalue:.3g} (n={len(a)} vs {nb})", method, mde
 
 
 def _bound(a: list, b: list) -> tuple[str, str, str]:
@@ -105,7 +168,7 @@ def _bound(a: list, b: list) -> tuple[str, str, str]:
                      f"(largest measured {worst:.4g})"), "bound"
 
 
-def _within(a: list, b: list, tol: float | None) -> tuple[str, str, str]:
+def _within(a: list, b: list, tol: float | None, exact: bool = False) -> tuple[str, str, str]:
     ma, mb = float(np.mean(a)), float(np.mean(b))
     d = abs(ma - mb)
     if len(a) >= MIN_SEEDS and len(b) >= MIN_SEEDS:
@@ -114,11 +177,26 @@ def _within(a: list, b: list, tol: float | None) -> tuple[str, str, str]:
         return (HOLDS if d <= limit else FAILS,
                 f"|{_fmt(ma)} - {_fmt(mb)}| = {_fmt(d)} vs {_fmt(limit)} (2 sd of a one-run difference"
                 f"{', or tolerance' if tol else ''}; n={len(a)} vs {len(b)})", "noise")
-    if tol is not None:
+    if tol is not None and exact:
         return (HOLDS if d <= tol else FAILS,
-                f"|{_fmt(ma)} - {_fmt(mb)}| = {_fmt(d)} vs tolerance {_fmt(tol)} (n={len(a)} vs {len(b)} "
-                f"< {MIN_SEEDS} seeds)", "tolerance")
-    return INCONCLUSIVE, f"fewer than {MIN_SEEDS} seeds and no tolerance given (n={len(a)} vs {len(b)})", "direction"
+                f"|{_fmt(ma)} - {_fmt(mb)}| = {_fmt(d)} vs tolerance {_fmt(tol)} (exact values)", "tolerance")
+    return INCONCLUSIVE, (f"|{_fmt(ma)} - {_fmt(mb)}| = {_fmt(d)}; fewer than {MIN_SEEDS} seeds per side "
+                          f"(n={len(a)} vs {len(b)})"), "lean"
+
+
+def _binomial(cmp: Comparison, refs: tuple[Ref, Ref], scale: str | None) -> float | None:
+    """One run's binomial standard error for accuracy cells (the larger side's), else None."""
+    ses = []
+    for ref in refs:
+        cell = cmp.cell(ref, scale) if ref.const is None else None
+        if isinstance(cell, Cell) and cell.chance is not None and cell.mean is not None:
+            ses.append(binomial_se(cell.mean, cell.test_images))
+    return max(ses) if ses and all(ses) else None
+
+
+def _at_chance(cmp: Comparison, ref: Ref, scale: str | None) -> Cell | None:
+    cell = cmp.cell(ref, scale) if ref.const is None else None
+    return cell if isinstance(cell, Cell) and cell.at_chance else None
 
 
 def check_pair(cmp: Comparison, claim: Claim, lhs: Ref, rhs: Ref, scale: str | None) -> Check:
@@ -132,15 +210,23 @@ def check_pair(cmp: Comparison, claim: Claim, lhs: Ref, rhs: Ref, scale: str | N
                          f"training diverged for {', '.join(diverged)}: no final value to compare", "diverged")
         return Check(lhs, rhs, claim.relation, NOT_RUN, f"not measured: {', '.join(map(str, missing))}")
     arrays = any(isinstance(v, list) for v in a + b)
+    exact = claim.evidence == "theory"
+    effect = None if arrays else float(np.mean(a) - np.mean(b))
     if claim.relation == "<=":
-        verdict, stat, method = _bound(a, b)
-    elif arrays:
-        verdict, stat, method = INVALID, "per-layer arrays can only be checked against a bound", ""
-    elif claim.relation == "~":
-        verdict, stat, method = _within(a, b, claim.tolerance)
-    else:
-        verdict, stat, method = _greater(a, b, rhs.const is not None, claim.alpha)
-    return Check(lhs, rhs, claim.relation, verdict, stat, method)
+        return Check(lhs, rhs, claim.relation, *_bound(a, b))
+    if arrays:
+        return Check(lhs, rhs, claim.relation, INVALID, "per-layer arrays can only be checked against a bound")
+    if claim.relation == "~":
+        return Check(lhs, rhs, claim.relation, *_within(a, b, claim.tolerance, exact), effect=effect)
+    chance = _at_chance(cmp, lhs, scale)
+    if chance is not None and not exact:
+        return Check(lhs, rhs, claim.relation, FAILS,
+                     f"{lhs} is at chance ({_fmt(chance.mean)} vs chance {_fmt(chance.chance)} on "
+                     f"{chance.test_images or '?'} test images): a model that learned nothing is ahead of nothing",
+                     "chance", effect)
+    verdict, stat, method, mde = _greater(a, b, rhs.const is not None, claim.alpha, exact,
+                                          _binomial(cmp, (lhs, rhs), scale))
+    return Check(lhs, rhs, claim.relation, verdict, stat, method, effect, mde)
 
 
 def _paper_value(paper: Paper, ref: Ref) -> float | None:
@@ -171,6 +257,14 @@ def on_paper(paper: Paper, claim: Claim) -> str:
     return "" if not ok else HOLDS if all(ok) else FAILS
 
 
+_METHODS = {"welch": "one-sided Welch t-test across seeds (alpha={a:g})",
+            "t1samp": "one-sided one-sample t-test across seeds (alpha={a:g})",
+            "exact": "exact values", "lean": f"fewer than {MIN_SEEDS} seeds per side: which way the means lean",
+            "bound": "bound checked on every seed", "noise": "difference vs 2 sd of seed noise",
+            "tolerance": "difference vs the claim's tolerance", "chance": "a side at chance accuracy",
+            "diverged": "a run diverged (see the table)"}
+
+
 def _summary(checks: list[Check], alpha: float) -> tuple[str, str]:
     verdicts = [c.verdict for c in checks]
     if INVALID in verdicts:
@@ -183,23 +277,46 @@ def _summary(checks: list[Check], alpha: float) -> tuple[str, str]:
         verdict = NOT_RUN
     else:
         verdict = INCONCLUSIVE
-    methods = {"welch": f"one-sided Welch t-test across seeds (alpha={alpha:g})",
-               "t1samp": f"one-sided one-sample t-test across seeds (alpha={alpha:g})",
-               "direction": f"direction of the means only (fewer than {MIN_SEEDS} seeds)",
-               "bound": "bound checked on every seed", "noise": "difference vs 2 sd of seed noise",
-               "tolerance": "difference vs the claim's tolerance",
-               "diverged": "a run diverged (see the table)"}
-    used = {}
+    used: dict[str, int] = {}
     for c in checks:
         if c.method:
             used[c.method] = used.get(c.method, 0) + 1
     parts = [f"{sum(v == HOLDS for v in verdicts)}/{len(checks)} comparisons hold"]
-    for v in (FAILS, INCONCLUSIVE, NOT_RUN, INVALID):
-        k = verdicts.count(v)
-        if k:
-            parts.append(f"{k} {v}")
-    how = "; ".join(f"{methods[m]}" + (f" x{k}" if len(used) > 1 else "") for m, k in used.items())
+    parts += [f"{verdicts.count(v)} {v}" for v in (FAILS, INCONCLUSIVE, NOT_RUN, INVALID) if v in verdicts]
+    how = "; ".join(_METHODS[m].format(a=alpha) + (f" x{k}" if len(used) > 1 else "") for m, k in used.items())
+    effects = [(c.effect, c.resolvable) for c in checks if c.effect is not None and c.resolvable is not None]
+    if effects:
+        lo, hi = min(e for e, _ in effects), max(e for e, _ in effects)
+        rlo, rhi = min(r for _, r in effects), max(r for _, r in effects)
+        effect = f"{lo:+.3g}" if lo == hi else f"{lo:+.3g} to {hi:+.3g}"
+        parts.append(f"measured effect {effect}, smallest resolvable "
+                     f"{_fmt(rlo) if rlo == rhi else f'{_fmt(rlo)} to {_fmt(rhi)}'}")
     return verdict, ", ".join(parts) + (f"; {how}" if how else "")
+
+
+def designed(cmp: Comparison, claim: Claim, scale: str | None) -> bool:
+    """Is ``scale`` designed to resolve this training claim? tiny never (smoke), full always, others
+    when papers/<id>/experiments.py lists the claim in ``RESOLVES[scale]``."""
+    if scale == "full":
+        return True
+    return claim.id in (cmp.resolves.get(scale) or ())
+
+
+def _not_judged(cmp: Comparison, claim: Claim, scale: str | None, checks: list[Check]) -> tuple[str, str] | None:
+    """(verdict, statistic) for a claim this scale does not judge, or None when it judges it."""
+    measured = _summary(checks, claim.alpha)[1]
+    if claim.evidence == "timing":
+        return TIMING, ("a speed claim is a hardware claim: judged from `make bench`'s alternated rounds "
+                        f"(benchmarks/README.md), not from one timing of a run; from the runs: {measured}")
+    if claim.evidence != "training" or scale is None:
+        return None
+    if scale == "tiny":
+        return SMOKE, f"tiny is a smoke scale (one seed of ~100 steps): it proves the pipeline runs; {measured}"
+    if not designed(cmp, claim, scale):
+        where = sorted(s for s, ids in cmp.resolves.items() if claim.id in (ids or ())) + ["full"]
+        return NOT_DESIGNED, (f"scale {scale} is not designed to resolve this claim (designed at: "
+                              f"{', '.join(where)}); {measured}")
+    return None
 
 
 def judge(cmp: Comparison, claim: Claim, scale: str | None) -> Verdict:
@@ -212,11 +329,22 @@ def judge(cmp: Comparison, claim: Claim, scale: str | None) -> Verdict:
                        on_paper=on_paper(cmp.paper, claim))
     checks = [check_pair(cmp, claim, lhs, rhs, scale) for lhs, rhs in claim.pairs]
     verdict, statistic = _summary(checks, claim.alpha)
-    if verdict == NOT_RUN:
-        where = scale or (claim.scales[0] if claim.scales else None)  # judged only at some scales: the first
+    if (skip := _not_judged(cmp, claim, scale, checks)) is not None:
+        verdict, statistic = skip
+    elif verdict == NOT_RUN:
+        where = scale or _first_scale(cmp, claim)
         cmds = sorted({reproduce_command(cmp.paper.id, t, where) for t in tables})
         statistic = f"none of its {len(checks)} comparison(s) measured yet; fill with {' and '.join(cmds)}"
     return Verdict(claim, scale, verdict, statistic, checks, on_paper(cmp.paper, claim))
+
+
+def _first_scale(cmp: Comparison, claim: Claim) -> str | None:
+    """Where a claim not measured anywhere is first judged: its own scales, else the first designed scale."""
+    if claim.scales:
+        return claim.scales[0]
+    if claim.evidence == "training":
+        return next((s for s in ("cpu", "small") if claim.id in (cmp.resolves.get(s) or ())), "full")
+    return None
 
 
 def judge_all(cmp: Comparison) -> list[Verdict]:
@@ -228,11 +356,58 @@ def judge_all(cmp: Comparison) -> list[Verdict]:
     return out
 
 
+ORDER = (HOLDS, FAILS, INCONCLUSIVE, SMOKE, NOT_DESIGNED, TIMING, NOT_RUN, NOT_REPRODUCED, INVALID)
+
+
 def tally(verdicts: list[Verdict]) -> dict[str, dict[str, int]]:
     """Per scale, how many claims got each verdict ("none" for claims judged at no scale)."""
-    order = (HOLDS, FAILS, INCONCLUSIVE, NOT_RUN, NOT_REPRODUCED, INVALID)
     out: dict[str, dict[str, int]] = {v.scale or "none": {} for v in verdicts}
-    for v in sorted(verdicts, key=lambda v: order.index(v.verdict)):
+    for v in sorted(verdicts, key=lambda v: ORDER.index(v.verdict)):
         counts = out.setdefault(v.scale or "none", {})
         counts[v.verdict] = counts.get(v.verdict, 0) + 1
     return out
+
+
+def headline(cmp: Comparison, verdicts: list[Verdict]) -> list[dict]:
+    """"Did it reproduce?" per scale with records: training claims resolved (hold / fail) of those the
+    scale is designed for, theory claims holding, with the data and seeds behind them."""
+    out = []
+    for scale in cmp.scales:
+        at = [v for v in verdicts if v.scale == scale]
+        train = [v for v in at if v.claim.evidence == "training"]
+        aimed = [v for v in train if v.verdict not in (SMOKE, NOT_DESIGNED)]
+        theory = [v for v in at if v.claim.evidence == "theory"]
+        seeds = sorted({len(c.measured.values) for v in aimed for ch in v.checks for c in _cells(cmp, ch, scale)})
+        out.append({"scale": scale, "training_total": len(train), "training_designed": len(aimed),
+                    "resolved": sum(v.verdict in RESOLVED for v in aimed),
+                    "hold": sum(v.verdict == HOLDS for v in aimed), "fail": sum(v.verdict == FAILS for v in aimed),
+                    "theory_total": len(theory), "theory_hold": sum(v.verdict == HOLDS for v in theory),
+                    "data": sorted({lbl for r in cmp.records if r.get("scale") == scale
+                                    for lbl in [_data(r)] if lbl}),
+                    "seeds": seeds})
+    return out
+
+
+def headline_text(h: dict) -> str:
+    """One line: 'cpu: 5 of 9 training claims resolved (3 hold, 2 fail); theory: 4 of 4 hold; ...'."""
+    if h["scale"] == "tiny":
+        train = f"{h['training_total']} training claims not judged (smoke scale)"
+    else:
+        train = (f"{h['resolved']} of {h['training_designed']} training claims resolved ({h['hold']} hold, "
+                 f"{h['fail']} fail)")
+        if h["training_total"] > h["training_designed"]:
+            train += f", {h['training_total'] - h['training_designed']} not designed for this scale"
+    seeds = f"{'/'.join(map(str, h['seeds']))} seed(s) per cell" if h["seeds"] else ""
+    theory = f"theory: {h['theory_hold']} of {h['theory_total']} hold" if h["theory_total"] else ""
+    data = "; ".join(h["data"])
+    return f"{h['scale']}: " + "; ".join(x for x in (train, theory, data, seeds) if x)
+
+
+def _cells(cmp: Comparison, check: Check, scale: str) -> list[Cell]:
+    cells = [cmp.cell(r, scale) for r in (check.lhs, check.rhs) if r.const is None]
+    return [c for c in cells if isinstance(c, Cell) and c.status == MEASURED]
+
+
+def _data(rec: dict) -> str:
+    config = as_dict(rec.get("config"))
+    return data_label(config) if as_dict(config.get("data")) else ""

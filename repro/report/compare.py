@@ -1,10 +1,13 @@
 """Paper vs measured, cell by cell: mean, std and n over seeds, delta, and whether the paper lies in the noise.
 
-A cell's noise band is ``half a unit of the printed precision + 2 std over seeds`` (std needs n >= 2):
-a paper printing "27M" agrees with anything that rounds to 27M, and a paper value within two seed
-standard deviations of our mean is as close as a single run of ours would be. Records are grouped by
-(scale, table, row, column); a record naming a cell that paper.yaml does not have is reported, not
-dropped silently, and never stops the rest of the comparison.
+A delta and an agree/disagree mark are given only where our protocol is the paper's (*like for like*):
+at scale ``full``, or in a ``scale_free`` column (the paper's own model or construction, measured the
+same way at every scale: parameters, FLOPs, theorem checks). Elsewhere a cell shows ours beside the
+paper's with what differs named, because a CIFAR-10 number is no evidence for or against an ImageNet one.
+A like-for-like cell agrees when our mean lies within the values that print as the paper's number
+(rounded, or truncated where the table says ``printed: truncate``), widened by 2 std over seeds (n >= 2).
+Records are grouped by (scale, table, row, column); a record naming a cell that paper.yaml does not
+have is reported, not dropped silently, and never stops the rest of the comparison.
 """
 from __future__ import annotations
 
@@ -15,17 +18,18 @@ from typing import Any
 import numpy as np
 
 from repro.records import RecordError
-from repro.report.provenance import as_dict, hardware_label
-from repro.spec import Column, Paper, PaperValue, Ref, Table, decimals_of
+from repro.report.provenance import as_dict, hardware_label, protocol_label, protocol_parts
+from repro.spec import Column, Paper, PaperValue, Ref, Table, decimals_of, prints_as
 
-SCALE_ORDER = ("tiny", "small", "full")
+SCALE_ORDER = ("tiny", "cpu", "small", "full")
 
 MEASURED, NOT_RUN, CITED, NOT_REPRODUCED, DIVERGED, INVALID = (
     "measured", "not run", "cited", "not reproduced", "diverged", "invalid")
 
 
 DETAIL_HEADERS = ["row", "column", "paper", "measured (mean ± std)", "n", "Δ (ours - paper)",
-                  "paper within noise", "notes"]
+                  "agrees", "ours measured on", "notes"]
+FULL_TEST_SET = {"cifar10": 10000, "cifar10_jpeg": 10000, "cifar100": 10000, "imagenet": 50000}
 
 
 def order_scales(scales) -> list[str]:
@@ -88,6 +92,12 @@ class Cell:
     notes: list[str] = field(default_factory=list)
     paper_computed: float | None = None  # a derived cell computed from the paper's printed operands
     scheduled: bool = True  # False: the paper's experiments define no run for it at this scale
+    like_for_like: bool = False  # our protocol is the paper's for this cell (scale full, or scale-free)
+    printed: str = "round"       # the table's print convention (round | truncate)
+    protocol: str = ""           # what our runs behind the cell were measured on
+    runs_protocol: list = field(default_factory=list)  # per run: protocol_parts
+    chance: float | None = None  # chance level of an accuracy cell, in its printed unit
+    test_images: int | None = None  # test-set size behind an accuracy cell (binomial noise)
 
     @property
     def mean(self) -> float | None:
@@ -103,8 +113,17 @@ class Cell:
 
     @property
     def comparable(self) -> bool:
+        """A delta and agree/disagree are meaningful: measured, printed, compared and like for like."""
         return (self.status == MEASURED and self.mean is not None and self.paper is not None
-                and self.paper.reported and self.column.compare != "show")
+                and self.paper.reported and self.column.compare != "show" and self.like_for_like)
+
+    @property
+    def at_chance(self) -> bool:
+        """Every run at chance level: within 2 binomial standard errors of 1/classes (accuracy cells)."""
+        if self.chance is None or self.status != MEASURED or self.measured.is_array:
+            return False
+        se = binomial_se(self.chance, self.test_images)
+        return all(v <= self.chance + 2 * se for v in self.measured.values)
 
     @property
     def delta(self) -> float | None:
@@ -112,22 +131,22 @@ class Cell:
 
     @property
     def tolerance(self) -> float | None:
-        """Half a printed unit plus two seed standard deviations (just the rounding when n < 2)."""
+        """Two seed standard deviations beyond the printed interval (just the printing when n < 2)."""
         if not self.comparable:
             return None
-        if self.column.compare == "exact":
-            return 0.0
-        return self.paper.resolution / 2 + 2 * (self.std or 0.0)
+        return 0.0 if self.column.compare == "exact" else 2 * (self.std or 0.0)
 
     @property
     def agrees_at_printed_precision(self) -> bool | None:
-        return None if not self.comparable else abs(self.delta) <= self.paper.resolution / 2 * (1 + 1e-9)
+        return None if not self.comparable else prints_as(self.mean, self.paper, self.printed)
 
     @property
     def within_noise(self) -> bool | None:
         if not self.comparable:
             return None
-        return abs(self.delta) <= self.tolerance + 1e-9 * max(1.0, abs(self.paper.value))
+        if self.column.compare == "exact":
+            return abs(self.delta) <= 1e-9 * max(1.0, abs(self.paper.value))
+        return prints_as(self.mean, self.paper, self.printed, self.tolerance)
 
     # ---- text shown in the tables (shared by Markdown, HTML and the notebook) ----
     def paper_text(self) -> str:
@@ -165,8 +184,20 @@ class Cell:
         return "" if d is None else format_number(d, self.paper, sign=True, extra=self._extra)
 
     def within_text(self) -> str:
+        """'yes (round)', 'no (round + 2 sd)': the verdict and the band it used; why a cell has none."""
         w = self.within_noise
-        return "" if w is None else ("yes" if w else "no")
+        if w is None:
+            return "not like for like" if self.status == MEASURED and not self.like_for_like else ""
+        band = self.printed if self.std is None or self.column.compare == "exact" else f"{self.printed} + 2 sd"
+        return f"{'yes' if w else 'no'} ({band})"
+
+
+def binomial_se(p_percent: float, n: int | None) -> float:
+    """Standard error of an accuracy (in %) measured on n test images; 0 when n is unknown."""
+    if not n:
+        return 0.0
+    p = min(max(p_percent / 100, 0.0), 1.0)
+    return 100 * math.sqrt(p * (1 - p) / n)
 
 
 def format_number(x: float | None, like: PaperValue | None = None, sign: bool = False, extra: int = 1) -> str:
@@ -190,6 +221,40 @@ class TableView:
     command: str
     cost: dict = field(default_factory=dict)  # time to table: see table_cost
     paper_id: str = ""
+    paper_protocol: str = ""  # what the paper's numbers in this table were measured on
+
+    def _measured(self) -> list[Cell]:
+        return [c for c in self.cells.values() if c.status == MEASURED and not c.column.derived]
+
+    def protocol_lines(self) -> list[str]:
+        """What the paper measured on beside what we measured on, and whether cells are compared."""
+        cells = [c for c in self._measured() if c.column.compare != "show"]
+        if not cells:
+            return []
+        paper = f"Paper: {self.paper_protocol or 'protocol not stated'}."
+        other = [protocol_label([p for c in cells if not c.like_for_like for p in c.runs_protocol])] \
+            if any(not c.like_for_like for c in cells) else []
+        free = sorted({c.column.label for c in cells if c.like_for_like and self.scale != "full"})
+        if not other and not any(not c.like_for_like for c in cells):
+            why = "scale full" if self.scale == "full" else f"{', '.join(free)}: the paper's own models or constructions"
+            return [paper, f"Ours: like for like ({why}): deltas and agreement marks apply."]
+        lines = [paper, f"Ours at scale {self.scale}: {' | '.join(other) or 'a different protocol'}. "
+                        "Protocols differ: ours is shown beside the paper's, without a delta or an agreement mark."]
+        if free:
+            lines.append(f"Compared like for like: {', '.join(free)} (measured on the paper's own models).")
+        return lines
+
+    def mixed_row(self, row: str) -> str:
+        """A row whose numbers come from two architectures says so (params of ConViT-Ti, top-1 of a stand-in)."""
+        cells = [c for c in self._measured() if c.row == row]
+        if self.scale == "full" or not any(c.like_for_like for c in cells) or all(c.like_for_like for c in cells):
+            return ""
+        same = ", ".join(c.column.label for c in cells if c.like_for_like)
+        other = protocol_label([p for c in cells if not c.like_for_like and c.column.compare != "show"
+                                for p in c.runs_protocol])
+        if not other:
+            return ""
+        return f"{same}: the paper's model; the rest: {other}"
 
     def detail_rows(self) -> list[list]:
         """One line per cell that has something measured or something wrong (see DETAIL_HEADERS)."""
@@ -200,7 +265,7 @@ class TableView:
                 if not (c.status in (MEASURED, INVALID, DIVERGED) or (c.notes and c.status != CITED)):
                     continue
                 rows.append([row.label, col.label, c.paper_text(), c.measured_text(), c.n or "",
-                             c.delta_text(), c.within_text(), "; ".join(c.notes)])
+                             c.delta_text(), c.within_text(), c.protocol, "; ".join(c.notes)])
         return rows
 
     def counts(self) -> dict[str, int]:
@@ -225,6 +290,7 @@ class Comparison:
     records: list[dict]
     index: dict[tuple[str, str, str, str], list[tuple[dict, str]]]
     problems: list[str]
+    resolves: dict[str, set] = field(default_factory=dict)  # scale -> training claims it is designed to resolve
 
     def view(self, table: str, scale: str | None) -> TableView | None:
         return next((v for v in self.views if v.table.id == table and v.scale == scale), None)
@@ -290,9 +356,33 @@ def index_records(paper: Paper, records: list[dict]) -> tuple[dict, list[str]]:
     return index, problems
 
 
+def _accuracy_context(cell: Cell, runs) -> None:
+    """Chance level and test-set size of an accuracy cell (metric top1* / top5*, in %)."""
+    recs = [(r, m) for r, m in runs if m.startswith(("top1", "top5")) and cell.column.measured_scale == 1.0]
+    if not recs:
+        return
+    rec, metric = recs[0]
+    data = as_dict(as_dict(rec.get("config")).get("data"))
+    classes = data.get("num_classes")
+    if isinstance(classes, int) and classes > 0:
+        cell.chance = min(100.0, (5 if metric.startswith("top5") else 1) * 100.0 / classes)
+    seen = as_dict(as_dict(rec.get("provenance")).get("data")).get("test_images")
+    cell.test_images = seen if isinstance(seen, int) else test_set_size(data)
+
+
+def test_set_size(data: dict) -> int | None:
+    """Test images a run evaluated on, from its data config (limit, per-class cap, or the full set)."""
+    if data.get("test_limit"):
+        return int(data["test_limit"])
+    if data.get("test_max_per_class") and data.get("num_classes"):
+        return int(data["test_max_per_class"]) * int(data["num_classes"])
+    return FULL_TEST_SET.get(str(data.get("name")))
+
+
 def _measured_cell(table: Table, row, col: Column, scale: str | None, runs) -> Cell:
     paper = row.values.get(col.key)
-    cell = Cell(table.id, row.key, col, scale, paper, NOT_RUN)
+    cell = Cell(table.id, row.key, col, scale, paper, NOT_RUN, printed=table.printed,
+                like_for_like=scale == "full" or table.is_scale_free(col.key))
     if row.cited:
         cell.status = CITED
         cell.notes.append(f"cited from {row.cited}; never measured")
@@ -319,6 +409,9 @@ def _measured_cell(table: Table, row, col: Column, scale: str | None, runs) -> C
         cell.notes.append(f"seed(s) {sorted(dup, key=str)} measured more than once; all runs averaged")
     if values:
         cell.status, cell.measured = MEASURED, Measured(values, seeds, ids)
+        cell.runs_protocol = [protocol_parts(r) for r, _ in finished]
+        cell.protocol = protocol_label(cell.runs_protocol)
+        _accuracy_context(cell, finished)
     elif unfinished:
         cell.status = DIVERGED if any(r["status"] == "diverged" for r in unfinished) else INVALID
     elif finished:
@@ -337,7 +430,7 @@ def derive(op: str, a: float, b: float) -> float | None:
 
 def _derived_cell(table: Table, row, col: Column, scale, cells) -> Cell:
     """Computed per seed where both operands share seeds, else from the operands' means."""
-    cell = Cell(table.id, row.key, col, scale, row.values.get(col.key), NOT_RUN)
+    cell = Cell(table.id, row.key, col, scale, row.values.get(col.key), NOT_RUN, printed=table.printed)
     pa, pb = row.values.get(col.derived["a"]), row.values.get(col.derived["b"])
     if pa is not None and pb is not None and pa.reported and pb.reported:
         cell.paper_computed = derive(col.derived["op"], pa.value, pb.value)
@@ -345,6 +438,8 @@ def _derived_cell(table: Table, row, col: Column, scale, cells) -> Cell:
         cell.status = CITED if row.cited else NOT_REPRODUCED
         return cell
     a, b = cells[(row.key, col.derived["a"])], cells[(row.key, col.derived["b"])]
+    cell.like_for_like = a.like_for_like and b.like_for_like
+    cell.protocol = "; ".join(sorted({a.protocol, b.protocol} - {""}))
     if a.status != MEASURED or b.status != MEASURED or a.mean is None or b.mean is None:
         return cell
     sa = dict(zip(a.measured.seeds, a.measured.values))
@@ -381,7 +476,8 @@ def table_view(paper: Paper, table: Table, scale: str | None, index, defined: se
             if col.derived:
                 cells[(row.key, col.key)] = _derived_cell(table, row, col, scale, cells)
     command = reproduce_command(paper.id, table.id, scale) if table.reproduced else ""
-    return TableView(table, scale, cells, command, table_cost(table, scale, index), paper.id)
+    return TableView(table, scale, cells, command, table_cost(table, scale, index), paper.id,
+                     table.protocol or paper.protocol)
 
 
 def table_cost(table: Table, scale: str | None, index) -> dict:
@@ -414,7 +510,7 @@ def cost_text(cost: dict) -> str:
 
 
 def compare(paper: Paper, records: list[dict], bad: list[RecordError] | None = None,
-            defined: dict[str, set] | None = None) -> Comparison:
+            defined: dict[str, set] | None = None, resolves: dict[str, set] | None = None) -> Comparison:
     """Compare a paper's printed tables with its records, at every scale that has records.
 
     ``defined`` maps a scale to the (table, row, column) cells its experiments run (see
@@ -429,4 +525,4 @@ def compare(paper: Paper, records: list[dict], bad: list[RecordError] | None = N
         own = order_scales({s for (s, t, *_r) in index if t == table.id}) if table.reproduced else []
         for scale in own or [None]:
             views.append(table_view(paper, table, scale, index, (defined or {}).get(scale)))
-    return Comparison(paper, scales, views, records, index, problems)
+    return Comparison(paper, scales, views, records, index, problems, dict(resolves or {}))

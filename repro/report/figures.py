@@ -3,12 +3,14 @@
 ``per_layer`` and ``per_epoch`` plot an array metric of the records filling one cell (mean over seeds,
 band = 1 std; a 2-D array such as gating [layer][head] is drawn as thin per-head lines and a thick
 mean); ``per_epoch`` reads the metric from the history rows when an every-epoch probe wrote it there. ``vs_rows`` plots a column's measured mean against the rows' ``x`` (e.g. the training-set
-fraction), with the paper's printed values as open markers. Figures use matplotlib's object API (no
+fraction), with the paper's printed values as open markers on the same axis only where our runs follow
+the paper's protocol (scale full), else in a panel of their own. Figures use matplotlib's object API (no
 pyplot state), so building reports is safe to repeat in one process.
 """
 from __future__ import annotations
 
 import io
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,18 +78,27 @@ def _curves(ax, cmp: Comparison, fig: Figure, scale: str) -> int:
     return drawn
 
 
-def _vs_rows(ax, cmp: Comparison, fig: Figure, scale: str) -> int:
+def _like_for_like(cmp: Comparison, fig: Figure, scale: str) -> bool:
+    """Every measured cell of a vs_rows figure follows the paper's protocol (so one axis may hold both)."""
+    view = cmp.view(fig.table, scale)
+    cells = [c for c in (view.cells.values() if view else []) if c.status == MEASURED]
+    return bool(cells) and all(c.like_for_like for c in cells)
+
+
+def _vs_rows(ax, cmp: Comparison, fig: Figure, scale: str, ours: bool = True, paper: bool = True) -> int:
+    """Measured means (± std) and/or the paper's printed values against the rows' x; returns series drawn."""
     view = cmp.view(fig.table, scale)
     table = cmp.paper.table(fig.table)
     rows = [r for r in table.measured_rows if r.x is not None]
     drawn = 0
     for i, s in enumerate(fig.series):
         color = COLORS[i % len(COLORS)]
-        paper = [(r.x, r.values[s.column].value) for r in rows
-                 if s.column in r.values and r.values[s.column].reported]
-        if paper:
-            ax.plot(*zip(*paper), ls="--", marker="o", mfc="none", color=color, alpha=0.6, label=f"{s.label} (paper)")
-        cells = [(r.x, view.cells[(r.key, s.column)]) for r in rows] if view else []
+        printed = [(r.x, r.values[s.column].value) for r in rows
+                   if s.column in r.values and r.values[s.column].reported]
+        if paper and printed:
+            ax.plot(*zip(*printed), ls="--", marker="o", mfc="none", color=color, alpha=0.6, label=f"{s.label} (paper)")
+            drawn += not ours
+        cells = [(r.x, view.cells[(r.key, s.column)]) for r in rows] if view and ours else []
         pts = [(x, c.mean, c.std or 0.0) for x, c in cells if c.status == MEASURED and c.mean is not None]
         if pts:
             xs, ms, ss = map(np.asarray, zip(*pts))
@@ -101,24 +112,37 @@ def _vs_rows(ax, cmp: Comparison, fig: Figure, scale: str) -> int:
     return drawn
 
 
-def draw(cmp: Comparison, fig: Figure, scale: str | None) -> MplFigure | None:
-    """The matplotlib figure at one scale, or None when no record feeds it."""
-    mpl = MplFigure(figsize=(6.4, 3.8))
-    mpl.subplots_adjust(left=0.12, right=0.97, top=0.91, bottom=0.14)  # fixed: a layout engine costs a 2nd draw
-    ax = mpl.subplots()
-    drawn = 0
-    if scale is not None:
-        drawn = _vs_rows(ax, cmp, fig, scale) if fig.kind == "vs_rows" else _curves(ax, cmp, fig, scale)
-    if not drawn:
-        return None
+def _finish(ax, fig: Figure, title: str) -> None:
     if fig.x_scale == "log" and fig.kind != "vs_rows":
         ax.set_xscale("log")
     if fig.y_scale == "log":  # e.g. a collapse to 1e-8 next to values near 1
         ax.set_yscale("log")
     ax.set_ylabel(fig.y_label)
-    ax.set_title(f"{fig.id} - scale: {scale}", fontsize=10)
+    ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
+
+
+def draw(cmp: Comparison, fig: Figure, scale: str | None) -> MplFigure | None:
+    """The matplotlib figure at one scale, or None when no record feeds it. A vs_rows figure whose runs
+    follow another protocol than the paper's gets two panels: the paper's values never share our axis."""
+    if scale is None:
+        return None
+    split = fig.kind == "vs_rows" and not _like_for_like(cmp, fig, scale)
+    mpl = MplFigure(figsize=(10.4, 3.8) if split else (6.4, 3.8))
+    mpl.subplots_adjust(left=0.08 if split else 0.12, right=0.97, top=0.91, bottom=0.14, wspace=0.25)
+    axes = mpl.subplots(1, 2) if split else [mpl.subplots()]
+    if fig.kind != "vs_rows":
+        drawn = _curves(axes[0], cmp, fig, scale)
+    else:
+        drawn = _vs_rows(axes[0], cmp, fig, scale, paper=not split)
+    if not drawn:
+        return None
+    _finish(axes[0], fig, f"{fig.id} - ours, scale: {scale}" if split else f"{fig.id} - scale: {scale}")
+    if split:
+        _vs_rows(axes[1], cmp, fig, scale, ours=False)
+        protocol = cmp.paper.table(fig.table).protocol or cmp.paper.protocol or "the paper's protocol"
+        _finish(axes[1], fig, "\n".join(textwrap.wrap(f"paper's values ({protocol})", 70)))
     return mpl
 
 

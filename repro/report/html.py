@@ -10,7 +10,7 @@ from pathlib import Path
 
 import jinja2
 
-from repro.report.claims import Verdict, tally
+from repro.report.claims import Verdict, headline, headline_text, tally, verdict_label
 from repro.report.compare import DETAIL_HEADERS, MEASURED, Cell, Comparison, cost_text
 from repro.report.figures import RenderedFigure
 from repro.report.provenance import describe
@@ -38,6 +38,10 @@ def cell_title(cell: Cell, command: str) -> str:
         parts.append(f"n={cell.n}")
         if cell.delta is not None:
             parts.append(f"delta {cell.delta_text()}")
+        elif not cell.like_for_like and cell.protocol:
+            parts.append(f"ours: {cell.protocol}")
+        if cell.at_chance:
+            parts.append("at chance")
         if cell.measured and cell.measured.from_means:
             parts.append("from means")
     return "; ".join(parts + cell.notes)
@@ -47,13 +51,15 @@ def _png_data(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
 
 
-_ENV.globals.update(cell_class=cell_class, cell_title=cell_title, cost_text=cost_text, detail_headers=DETAIL_HEADERS)
+_ENV.globals.update(cell_class=cell_class, cell_title=cell_title, cost_text=cost_text, detail_headers=DETAIL_HEADERS,
+                    verdict_label=verdict_label)
 
 
 def render(cmp: Comparison, verdicts: list[Verdict], figures: list[RenderedFigure]) -> str:
     """The whole report.html as a string."""
     return _ENV.get_template("report.html.j2").render(
         paper=cmp.paper, cmp=cmp, runs=describe(cmp.records, cmp.scales), verdicts=verdicts, tally=tally(verdicts),
+        headline=[headline_text(h) for h in headline(cmp, verdicts)],
         figures=[{"fig": f, "src": _png_data(f.path) if f.path else ""} for f in figures])
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from repro.report.claims import Verdict, tally
+from repro.report.claims import Verdict, headline, headline_text, tally, verdict_label
 from repro.report.compare import DETAIL_HEADERS, MEASURED, Cell, Comparison, TableView, cost_text
 from repro.report.figures import RenderedFigure
 from repro.report.provenance import describe
@@ -24,11 +24,24 @@ def _table(rows: list[list], headers: list[str]) -> str:
                     tablefmt="github", disable_numparse=True)
 
 
+LEGEND = ("Verdicts: **holds** / **FAILS** are resolved by a one-sided test across >= 3 seeds (training claims) or "
+          "on exact values (theory claims); *inconclusive*: the evidence cannot tell; *smoke — not judged*: `tiny` "
+          "only proves the pipeline runs; *not designed to resolve*: the scale's protocol was not built for the "
+          "claim; *timing*: speed claims are judged by `make bench`, not by a run's timing.")
+
+
+def _anchor(section: str, paper) -> str:
+    """GitHub's anchor for a '## <id>: <caption>' heading (tables) or a plain section."""
+    table = paper.table(section)
+    text = f"{table.id}: {table.caption}" if table else section
+    return "".join(ch for ch in text.lower().replace(" ", "-") if ch.isalnum() or ch in "-_")
+
+
 def wide_cell(cell: Cell) -> str:
     """'paper / ours' in the layout of the paper's table."""
     if cell.status == MEASURED:
         mark = "" if cell.within_noise is None else (" ✓" if cell.within_noise else " ✗")
-        return f"{cell.paper_text()} / {cell.measured_text()}{mark}"
+        return f"{cell.paper_text()} / {cell.measured_text()}{mark}" + (" (at chance)" if cell.at_chance else "")
     return f"{cell.paper_text()} / {cell.status}"
 
 
@@ -43,11 +56,14 @@ def view_lines(cmp: Comparison, view: TableView) -> list[str]:
         return out
     scale = f"scale `{view.scale}`" if view.scale else "not run at any scale yet"
     out += [f"### {t.id} at {scale}: {counts['measured']}/{counts['cells']} cells measured", "",
-            "Each cell: paper / ours (mean ± std over seeds); ✓ the paper lies within our noise, ✗ it does not.", ""]
+            "Each cell: paper / ours (mean ± std over seeds); ✓ / ✗: like for like and the paper lies within / "
+            "outside our noise; no mark: measured under a different protocol, shown beside the paper's only.", ""]
     if cost_text(view.cost):
         out += [f"Time to table: {esc(cost_text(view.cost))}.", ""]
+    out += [f"{esc(line)}" + "  " for line in view.protocol_lines()] + ([""] if view.protocol_lines() else [])
     headers = ["", *[c.label + (f" ({c.unit})" if c.unit else "") for c in t.columns]]
-    body = [[r.label + (f" (cited: {r.cited})" if r.cited else "")] +
+    body = [[r.label + (f" (cited: {r.cited})" if r.cited else "")
+             + (f" ({view.mixed_row(r.key)})" if view.mixed_row(r.key) else "")] +
             [wide_cell(view.cells[(r.key, c.key)]) for c in t.columns] for r in t.rows]
     out += [_table(body, headers), ""]
     details = view.detail_rows()
@@ -69,8 +85,15 @@ def render(cmp: Comparison, verdicts: list[Verdict], figures: list[RenderedFigur
                                   p.code] if x)
     lines = [f"# {esc(p.title)}", "", esc(bib), "",
              f"Reproduction report built from records only (`python -m repro.report --paper {p.id}`). "
-             "Numbers are expected to agree with the paper only at scale `full`; claims are judged at every "
-             "scale.", "", "## Runs", ""]
+             "A number gets a delta and an agreement mark only where our protocol is the paper's (scale `full`, or "
+             "the paper's own models at any scale); a claim gets holds/fails only where its scale is designed for "
+             "it and the seeds can resolve it.", ""]
+    heads = [headline_text(h) for h in headline(cmp, verdicts)]
+    if heads:
+        lines += ["**Did it reproduce?**", "", *[f"- {esc(h)}" for h in heads], ""]
+    toc = ["runs", *(["problems"] if cmp.problems else []), "claims", *[t.id for t in p.tables],
+           *(["figures"] if figures else [])]
+    lines += ["Contents: " + " · ".join(f"[{x}](#{_anchor(x, p)})" for x in toc), "", "## Runs", ""]
     runs = describe(cmp.records, cmp.scales)
     if runs:
         lines += [_table([[r["scale"], r["runs"], ", ".join(f"{k} {v}" for k, v in r["status"].items()),
@@ -85,12 +108,14 @@ def render(cmp: Comparison, verdicts: list[Verdict], figures: list[RenderedFigur
         lines += ["## Problems", "", *[f"- **invalid:** {esc(x)}" for x in cmp.problems], ""]
     lines += ["## Claims", ""]
     if verdicts:
+        lines += [LEGEND, ""]
         for scale, counts in tally(verdicts).items():
             where = f"At scale `{scale}`" if scale != "none" else "Judged at no scale yet (their scales have no records)"
-            lines += [f"{where}: " + ", ".join(f"{n} {v}" for v, n in counts.items()), ""]
-        lines += [_table([[v.claim.id, v.claim.text, v.scale or "-", v.verdict.upper() if v.verdict == "fails"
-                           else v.verdict, v.statistic, v.on_paper or "-"] for v in verdicts],
-                         ["claim", "text", "scale", "verdict", "statistic", "on the paper's numbers"]), ""]
+            lines += [f"{where}: " + ", ".join(f"{n} {verdict_label(v, scale)}" for v, n in counts.items()), ""]
+        lines += [_table([[v.claim.id, v.claim.text + (f" (table {v.claim.table})" if v.claim.table else ""),
+                           v.claim.evidence, v.scale or "-", v.label.upper() if v.verdict == "fails" else v.label,
+                           v.statistic, v.on_paper or "-"] for v in verdicts],
+                         ["claim", "text", "evidence", "scale", "verdict", "statistic", "on the paper's numbers"]), ""]
     else:
         lines += ["No claims listed in paper.yaml.", ""]
     for t in p.tables:

@@ -8,6 +8,10 @@ from __future__ import annotations
 from collections import Counter
 
 
+DATASET_NAMES = {"cifar10_jpeg": "CIFAR-10 (JPEG q75)", "cifar10": "CIFAR-10", "cifar100": "CIFAR-100",
+                 "imagenet": "ImageNet-1k"}  # how results on each dataset are labelled (data README)
+
+
 def data_label(config: dict) -> str:
     """A short name for a run's data: config.data.name / dataset (+ synthetic, image size)."""
     data = config.get("data", config.get("dataset"))
@@ -16,10 +20,43 @@ def data_label(config: dict) -> str:
     if not isinstance(data, dict):
         return "unspecified"
     name = next((str(data[k]) for k in ("name", "dataset", "_name_") if data.get(k)), "unspecified")
+    name = DATASET_NAMES.get(name, name)
     extras = [f"{data['img_size']} px"] if data.get("img_size") else []
     if data.get("synthetic"):
         extras.append("synthetic")
     return name + (f" ({', '.join(extras)})" if extras else "")
+
+
+def protocol_parts(rec: dict) -> dict:
+    """What one run measured on, for a reader comparing it with the paper: data, model, shape, epochs."""
+    config = as_dict(rec.get("config"))
+    args, model, source = as_dict(config.get("args")), as_dict(config.get("model")), as_dict(config.get("source"))
+    if args.get("model") and not model.get("name"):  # a probe on a named model (params, FLOPs, speed)
+        return {"model": f"{args['model']}" + (f" at {args['img_size']} px" if args.get("img_size") else "")}
+    if not model.get("name"):
+        if source:
+            return {"model": f"{source.get('table')}/{as_dict(source.get('cell')).get('row')}'s runs"}
+        return {"model": str(config.get("probe") or "unspecified").rpartition(":")[2]}
+    kw = as_dict(model.get("kwargs"))
+    shape = " ".join(f"{label} {kw[k]}" for k, label in (("depth", "depth"), ("embed_dim", "width"),
+                                                          ("patch_size", "patch")) if k in kw)
+    out = {"data": data_label(config), "model": str(model["name"]), "shape": shape}
+    epochs = as_dict(rec.get("metrics")).get("epochs")
+    if isinstance(epochs, int):
+        out["epochs"] = epochs
+    return out
+
+
+def protocol_label(parts: list[dict]) -> str:
+    """Several runs' protocol_parts in one line: 'cifar10_jpeg (32 px); repro_deit_tiny_c32, repro_convit_tiny_c32
+    (depth 6 width 72 patch 4); 2-20 epochs'."""
+    def joined(key: str) -> str:
+        return ", ".join(sorted({str(p[key]) for p in parts if p.get(key)}))
+    out = [joined("data"), joined("model") + (f" ({joined('shape')})" if joined("shape") else "")]
+    epochs = sorted({p["epochs"] for p in parts if "epochs" in p})
+    if epochs:
+        out.append(f"{epochs[0]}" + (f"-{epochs[-1]}" if len(epochs) > 1 else "") + " epochs")
+    return "; ".join(x for x in out if x)
 
 
 def hardware_label(prov: dict) -> str:

@@ -111,6 +111,8 @@ def train(spec: RunSpec, rt: Runtime) -> Result:
     wall0 = time.perf_counter()
     cfg, recipe, d = spec.config, spec.config["recipe"], rt.dist
     out_dir = run_dir(spec)
+    if rt.persist and d.is_main:  # also when a probe retrains a source whose run dir is gone (fresh clone)
+        out_dir.mkdir(parents=True, exist_ok=True)
     ckpt_path = out_dir / "last.pt"
     set_determinism(rt)
 
