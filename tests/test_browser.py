@@ -2,7 +2,10 @@
 
 Skips when Chromium is missing, except under CI=true (.ci/run installs it), where that is a failure.
 """
+import html
+import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -13,6 +16,8 @@ import pytest
 
 from repro.records import write_record
 from repro.report import build_index, build_report
+
+REPO = Path(__file__).resolve().parents[1]
 
 PAPER = """\
 id: demo
@@ -128,3 +133,47 @@ def test_report_opens_in_chromium(tmp_path):
     assert len(data) > 20_000  # a rendered page, not a blank one
     index = _run(exe, tmp_path / "profile3", "--dump-dom", (results / "index.html").resolve().as_uri())
     assert 'href="demo/report.html"' in index.stdout and "ahead" in index.stdout
+
+
+HARNESS = """<!DOCTYPE html><html><body>
+<iframe id="f" src="{src}" style="width:1200px;height:900px;border:0"></iframe>
+<script>
+document.getElementById("f").addEventListener("load", () => {{
+  const doc = document.getElementById("f").contentDocument;
+  const root = doc.documentElement;
+  const missing = [...doc.querySelectorAll('a[href^="#"]')].map(a => a.getAttribute("href").slice(1))
+    .filter(id => !doc.getElementById(decodeURIComponent(id)));
+  const images = [...doc.images];
+  const broken = images.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.alt);
+  const out = document.createElement("pre");
+  out.id = "result";
+  out.textContent = JSON.stringify({{overflow: root.scrollWidth - root.clientWidth, links: doc.querySelectorAll(
+    'a[href^="#"]').length, missing: missing, images: images.length, broken: broken}});
+  document.body.appendChild(out);
+}});
+</script></body></html>"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("paper", ["convit", "cmhsa", "oversmoothing", "augvit", "respostln"])
+def test_committed_report_reads_in_chromium(paper, tmp_path):
+    """The committed report itself: no horizontal overflow of the page, every in-page link (table of
+    contents, claim -> table) lands on an element, every figure decodes; the index's claim links exist."""
+    exe = _chromium()
+    page = REPO / "results" / paper / "report.html"
+    harness = tmp_path / "harness.html"
+    harness.write_text(HARNESS.format(src=page.resolve().as_uri()))
+    dom = _run(exe, tmp_path / "profile", "--allow-file-access-from-files", "--virtual-time-budget=15000",
+               "--dump-dom", harness.as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    found = re.search(r'<pre id="result">(.*?)</pre>', dom.stdout, re.S)
+    assert found, dom.stdout[-2000:]
+    result = json.loads(html.unescape(found.group(1)))
+    assert result["overflow"] <= 0, result
+    assert result["links"] > 5 and result["missing"] == [], result
+    assert result["images"] == (REPO / "results" / paper / "report.html").read_text().count("data:image/png")
+    assert result["broken"] == [], result
+    ids = set(re.findall(r'id="([^"]+)"', page.read_text()))
+    index = (REPO / "results" / "index.html").read_text()
+    targets = re.findall(rf'href="{paper}/report\.html#([^"]+)"', index)
+    assert targets and set(targets) <= ids

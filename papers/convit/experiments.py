@@ -131,7 +131,7 @@ def table1_probes(scale: str) -> list[RunSpec]:
             row = f"{family}_{size}"
             specs.append(RunSpec(
                 paper="convit", table="table1", scale=scale, kind="probe", name=row,
-                cell={"row": row, "columns": {"heads": "heads", "dim": "dim", "params": "params",
+                cell={"row": row, "columns": {"heads": "heads", "dim": "dim", "params": "params_no_head",
                                               "flops": "macs_no_attn", "speed": "images_per_s"}},
                 config={"probe": "papers.convit.table1:measure",
                         "args": {"model": f"repro_{family}_{suffix}", "img_size": 224,
