@@ -10,6 +10,7 @@ work as usual, e.g. ``-m hydra/launcher=slurm``. Bad input is one line on stderr
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -24,10 +25,11 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 from tabulate import tabulate
 
-from . import records
+from . import locks, records
+from .checks import check_classes, check_recipe, check_writable
 from .data import DataError, FractionError, check_fraction, open_split
 from .runs import (RUN_KEYS, SCALES, ConfigError, RunSpec, check_unique, deep_merge, import_object,
-                   known_papers, paper_runs, resolve, shard, source_spec, with_sources)
+                   known_papers, paper_runs, resolve, run_dir, shard, source_spec, with_sources)
 from .train import ddp
 from .train.checkpoint import CheckpointError
 from .train.engine import Runtime, train
@@ -106,13 +108,14 @@ def validate(spec: RunSpec, seen_data: set | None = None) -> None:
         import_object(spec.config["init"]["fn"])
         check_model(source.config)
     check_fraction(spec.config["data"].get("fraction", 1.0))
+    check_recipe(spec.config.get("recipe") or {})
     probe_list(spec.config.get("probes"))
     for entry in spec.config.get("losses") or []:
         import_object(entry if isinstance(entry, str) else entry.get("fn", ""))
     data = spec.config["data"]
     key = repr(sorted((k, repr(v)) for k, v in data.items() if k != "fraction"))
     if seen_data is None or key not in seen_data:
-        open_split(data, "train")  # missing data root / dataset -> DataError now
+        check_classes(open_split(data, "train"), open_split(data, "test"), data)  # missing / mismatched data
         if seen_data is not None:
             seen_data.add(key)
 
@@ -179,6 +182,7 @@ def reproduce(cfg: DictConfig) -> int:
     specs = build_specs(c, run_overrides(cfg))
     if c.get("dry_run"):
         return dry_run(specs, c)
+    check_writable(records.results_root() / c["paper"])
     seen: set = set()
     for s in specs:
         validate(s, seen)
@@ -195,45 +199,69 @@ def reproduce(cfg: DictConfig) -> int:
     failures = 0
     if int(c.get("num_shards") or 1) > 1:
         say = _prefixed(say, f"shard {c['shard']}/{c['num_shards']}")
-    say(f"{c['paper']} at scale {c['scale']}: {len(specs)} run(s), "
-        f"{sum(v in DONE for v in status.values())} already done; device {d.device}, world size {d.world_size}")
+    done = sum(v in DONE for v in status.values())
+    say(f"{c['paper']} at scale {c['scale']}: {len(specs)} run(s), {done} already done; device {d.device}, "
+        f"world size {d.world_size}")
+    if done and not c.get("force"):
+        say(f"  runs with a record (e.g. the committed results) are skipped; to measure them again use force=true "
+            f"(FORCE=1 with make), or a fresh folder: REPRO_RESULTS_DIR=<dir> (now {records.results_root()})")
     finished = {}  # fingerprint -> run id of a finished record: a run another table asked for already
     for s in specs:
         if status[s.run_id] == "finished":
             finished.setdefault(s.fingerprint, s.run_id)
+    force = bool(c.get("force"))
     for i, s in enumerate(specs, 1):
-        st = status[s.run_id]
-        if st in DONE:
-            say(f"[{i}/{len(specs)}] skip {s.run_id} ({st})")
+        tag, st = f"[{i}/{len(specs)}]", status[s.run_id]
+        if st in DONE and not force:
+            say(f"{tag} skip {s.run_id} ({st})")
             continue
-        twin = finished.get(s.fingerprint)
+        twin = None if force else finished.get(s.fingerprint)
         if twin is not None and st == "not run":
             source = records.read_record(records.record_path(s.paper, s.scale, twin))
             if d.is_main:
                 records.write_record(shared_record(s, source))
-            say(f"[{i}/{len(specs)}] {s.run_id}: same run as {twin}, record shared")
+            say(f"{tag} {s.run_id}: same run as {twin}, record shared")
             continue
-        say(f"[{i}/{len(specs)}] {'resume' if st == 'partial' else 'run'} {s.run_id} "
-            f"({s.kind} {s.table}/{s.cell['row']} seed {s.seed})", flush=True)
-        try:
-            rec = execute(s, rt)
-        except BAD_INPUT:
-            raise
-        except Exception as e:  # a crash in one run is recorded; the other runs go on
-            if d.world_size > 1:  # the other ranks wait in a collective: let torchrun stop them all
-                raise
-            traceback.print_exc()
+        with (locks.run_lock(run_dir(s)) if d.world_size == 1 else contextlib.nullcontext(True)) as held:
+            if not held:
+                who = locks.owner(run_dir(s) / locks.LOCK_NAME) or {}
+                say(f"{tag} skip {s.run_id}: another process holds it (pid {who.get('pid')} on {who.get('host')})")
+                continue
+            rec = _run_one(s, tag, rt, say, force)
+        if rec is None:
             failures += 1
-            if d.is_main:
-                records.write_record(failed_record(s, rt, e))
-            continue
-        say(f"[{i}/{len(specs)}] {s.run_id}: {_describe(rec)}", flush=True)
-        if rec["status"] == "finished":
+        elif rec["status"] == "finished":
             finished.setdefault(s.fingerprint, s.run_id)
     if d.is_main and c.get("report", True):
         _build_report(c["paper"])
     ddp.teardown()
     return 1 if failures else 0
+
+
+def _run_one(s: RunSpec, tag: str, rt, say, force: bool) -> dict | None:
+    """Run one spec under its lock; None when it crashed (recorded as failed, the others go on)."""
+    st = record_status(s)  # again, under the lock: another process may have finished it meanwhile
+    if st in DONE and not force:
+        say(f"{tag} skip {s.run_id} ({st}, finished by another process)")
+        return {"status": st}
+    if force:  # start over: the old record stays until the new one replaces it
+        (run_dir(s) / "last.pt").unlink(missing_ok=True)
+        st = "not run"
+    say(f"{tag} {'resume' if st == 'partial' else 'run'} {s.run_id} ({s.kind} {s.table}/{s.cell['row']} "
+        f"seed {s.seed})", flush=True)
+    try:
+        rec = execute(s, rt)
+    except BAD_INPUT:
+        raise
+    except Exception as e:  # a crash in one run is recorded; the other runs go on
+        if rt.dist.world_size > 1:  # the other ranks wait in a collective: let torchrun stop them all
+            raise
+        traceback.print_exc()
+        if rt.dist.is_main:
+            records.write_record(failed_record(s, rt, e))
+        return None
+    say(f"{tag} {s.run_id}: {_describe(rec)}", flush=True)
+    return rec
 
 
 def _prefixed(say, prefix: str):
@@ -265,7 +293,11 @@ def _parallel(c: dict) -> int:
 
 
 def _build_report(paper: str) -> None:
-    """Rebuild the paper's report and the index from all its records (the report never trains)."""
+    """Rebuild the paper's report and the index from all its records (the report never trains).
+
+    A report that cannot be built (paper.yaml unreadable, disk full) is bad input: ConfigError, exit 2;
+    the records already written stay as they are.
+    """
     from .report.build import UnknownPaper, build_all
 
     try:
@@ -273,8 +305,13 @@ def _build_report(paper: str) -> None:
     except UnknownPaper:
         print(f"note: papers/{paper}/paper.yaml does not exist; records are written, no report built")
         return
-    for pid, e in errors.items():
-        print(f"report problem in {pid}: {e}")
+    except OSError as e:
+        raise ConfigError(f"report of {paper} not written: {e.strerror or e} ({e.filename or 'results'}); "
+                          f"the records are kept: free space or fix permissions, then run make report "
+                          f"PAPER={paper}") from None
+    if errors:
+        raise ConfigError(f"report of {paper} not built: {errors[paper]}; the records are kept: fix it, then "
+                          f"run make report PAPER={paper}")
     print(f"report: {records.results_root() / paper / 'report.html'}")
 
 
@@ -354,6 +391,10 @@ def _hydra_main(cfg: DictConfig) -> None:
 def _prepare(args: list[str]) -> list[str]:
     """Check the scale early (one line, not Hydra's listing); default scale; tables=a,b as a list."""
     multirun = any(a in ("-m", "--multirun") for a in args)
+    try:
+        OverridesParser.create().parse_overrides([a for a in args if "=" in a and not a.startswith("-")])
+    except Exception as e:  # noqa: BLE001 - Hydra's OverrideParseException and friends
+        raise ConfigError(f"cannot parse the command line: {' '.join(str(e).split())[:200]}") from None
     out = []
     for a in args:
         key, eq, value = a.partition("=")

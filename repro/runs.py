@@ -124,15 +124,30 @@ def deep_merge(*dicts: dict) -> dict:
     return out
 
 
+def smoke_scale(scale: str) -> str:
+    """Where smoke runs of a scale keep their records (results/<paper>/<scale>-smoke/)."""
+    return scale if scale.endswith("-smoke") else f"{scale}-smoke"
+
+
+def is_smoke(scale: str | None) -> bool:
+    """A scale that proves the pipeline runs and judges no training claim: tiny and every smoke run."""
+    return scale == "tiny" or bool(scale and scale.endswith("-smoke"))
+
+
 def resolve(spec: RunSpec, base: dict, overrides: dict | None = None, mode: dict | None = None) -> RunSpec:
     """The spec with its full config: base (Hydra) < spec.config < command-line overrides < mode.
 
     ``mode`` holds the smoke / dry-run settings; being part of the config, it changes the run id,
-    so a smoke record never passes for a real one.
+    so a smoke record never passes for a real one, and smoke runs are filed under ``<scale>-smoke``.
     """
     base = {k: v for k, v in base.items() if k in RUN_KEYS}
     cfg = deep_merge(base, spec.config, overrides or {}, mode or {})
-    out = dataclasses.replace(spec, config=cfg)
+    scale = spec.scale
+    if (mode or {}).get("mode") == "smoke":  # smoke records live apart: never averaged into real ones
+        scale = smoke_scale(spec.scale)
+        if isinstance(cfg.get("source"), dict):  # a pointer reads the smoke run of its source
+            cfg["source"]["scale"] = scale
+    out = dataclasses.replace(spec, config=cfg, scale=scale)
     source = source_spec(out)
     if source is not None:
         cfg["init"]["from"]["config"] = resolve(source, base, overrides, mode).config

@@ -99,6 +99,24 @@ BAD_INPUTS = [
     (["data.fraction=0"], "data.fraction=0 is outside (0, 1]"),
     (["data=cifar10_jpeg"], "does not exist"),  # REPRO_DATA_DIR points at a missing folder
     (["tables=[table9]"], "unknown table(s) table9"),
+    (["recipe.lr=abc"], "recipe.lr='abc' is not a number"),
+    (["recipe.lr=-1"], "recipe.lr=-1: give a number >= 0"),
+    (["recipe.epochs=-3"], "recipe.epochs=-3: give a whole number >= 1"),
+    (["recipe.epochs=0"], "recipe.epochs=0: give a whole number >= 1"),
+    (["recipe.batch_size=0"], "recipe.batch_size=0: give a whole number >= 1"),
+    (["recipe.batch_size=2.5"], "recipe.batch_size=2.5: give a whole number >= 1"),
+    (["recipe.eval_batch_size=0"], "recipe.eval_batch_size=0"),
+    (["recipe.smoothing=1.5"], "recipe.smoothing=1.5: give a probability in [0, 1]"),
+    (["recipe.reprob=2"], "recipe.reprob=2: give a probability in [0, 1]"),
+    (["recipe.drop_path=-0.1"], "recipe.drop_path=-0.1"),
+    (["recipe.weight_decay=-1"], "recipe.weight_decay=-1: give a number >= 0"),
+    (["recipe.warmup_epochs=-1"], "recipe.warmup_epochs=-1: give a number >= 0"),
+    (["recipe.max_steps=0"], "recipe.max_steps=0: give a whole number >= 1"),
+    (["recipe.lr_base_batch=0"], "recipe.lr_base_batch=0: give a number > 0"),
+    (["tables=[table2"], "cannot parse the command line"),
+    (["seeds=0"], "seeds=0: give a positive number of seeds"),
+    (["shard=3", "num_shards=2"], "need 0 <= shard < num_shards"),
+    (["data.name=nosuch"], "unknown dataset data.name='nosuch'"),
 ]
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..checks import check_classes
 from .batch_aug import BatchAugment, Normalize
 from .image_loader import ImageEvalLoader, ImageTrainLoader
 from .sources import DATASETS, DataError, data_root, fraction_indices, open_split
@@ -52,6 +53,7 @@ def build_data(cfg: dict, recipe: dict, *, seed: int, rank: int = 0, world: int 
         raise DataError(f"recipe.batch_size={batch} does not split over {world} processes")
     per_rank = batch // world
     train_split, test_split = open_split(cfg, "train"), open_split(cfg, "test")
+    check_classes(train_split, test_split, cfg)
     keep = fraction_indices(train_split, fraction)
     num_classes = int(cfg.get("num_classes") or len(train_split.classes))
     pipeline = choose_pipeline(cfg)

@@ -63,8 +63,11 @@ class Split:
     def pil(self, i: int) -> Image.Image:
         """Image i as RGB PIL (the loader path)."""
         if self.files is not None:
-            with Image.open(self.files[i]) as im:
-                return im.convert("RGB")
+            try:
+                with Image.open(self.files[i]) as im:
+                    return im.convert("RGB")
+            except (OSError, SyntaxError, ValueError) as e:
+                raise DataError(f"cannot decode image {self.files[i]}: {e}; replace or delete the file") from None
         if self.array is not None:
             return Image.fromarray(self.array[self.index[i]])
         return Image.fromarray(self.synthetic.image(self.index[i]))

@@ -22,8 +22,11 @@ _memo: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
 
 
 def _read_rgb(path) -> np.ndarray:
-    with Image.open(path) as im:  # PIL, as the loader path, so both pipelines see the same pixels
-        return np.asarray(im.convert("RGB"))
+    try:
+        with Image.open(path) as im:  # PIL, as the loader path, so both pipelines see the same pixels
+            return np.asarray(im.convert("RGB"))
+    except (OSError, SyntaxError, ValueError) as e:  # PIL's UnidentifiedImageError is an OSError
+        raise DataError(f"cannot decode image {path}: {e}; replace or delete the file") from None
 
 
 def _decode_files(split: Split) -> torch.Tensor:
@@ -54,7 +57,11 @@ def decoded(split: Split) -> tuple[torch.Tensor, torch.Tensor]:
     if str(path) in _memo:
         return _memo[str(path)]
     if path.exists():
-        images = torch.load(path, weights_only=True)["images"]
+        try:
+            images = torch.load(path, weights_only=True)["images"]
+        except Exception as e:  # noqa: BLE001 - torch raises RuntimeError/EOFError/UnpicklingError on a cut file
+            raise DataError(f"data cache {path} is unreadable ({type(e).__name__}); delete it to rebuild it "
+                            f"from the images: rm {path}") from None
     else:
         images = _decode_files(split)
         path.parent.mkdir(parents=True, exist_ok=True)

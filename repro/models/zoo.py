@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import timm
@@ -59,12 +60,16 @@ def _mark(ok: bool | None) -> str:
     return "" if ok is None else ("ok" if ok else "DIFF")
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--paper", help="only this paper's rows")
     ap.add_argument("--json", type=Path, help="also write the measurements as JSON here")
     args = ap.parse_args(argv)
     rows, table = load_rows(args.paper), []
+    if not rows:
+        known = sorted({r["paper"] for r in load_rows()})
+        print(f"error: no zoo rows for paper {args.paper!r}; papers with rows: {', '.join(known)}", file=sys.stderr)
+        return 2
     for r in rows:
         m = r["measured"] = measure_row(r)
         table.append([r["paper"], r["row"], r["model"], r["res"], f"{m['heads']} / {r.get('heads', '-')}",
@@ -78,7 +83,8 @@ def main(argv: list[str] | None = None) -> None:
                                    "all/w-o attn"]))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

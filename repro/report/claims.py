@@ -31,6 +31,7 @@ from scipy import stats
 from repro.report.compare import (DIVERGED, MEASURED, NOT_REPRODUCED, Cell, Comparison, binomial_se, derive,
                                   reproduce_command)
 from repro.report.provenance import as_dict, data_label
+from repro.runs import is_smoke
 from repro.spec import Claim, Paper, Ref
 
 HOLDS, FAILS, INCONCLUSIVE, NOT_RUN, INVALID = "holds", "fails", "inconclusive", "not run", "invalid"
@@ -310,8 +311,8 @@ def _not_judged(cmp: Comparison, claim: Claim, scale: str | None, checks: list[C
                         f"(benchmarks/README.md), not from one timing of a run; from the runs: {measured}")
     if claim.evidence != "training" or scale is None:
         return None
-    if scale == "tiny":
-        return SMOKE, f"tiny is a smoke scale (one seed of ~100 steps): it proves the pipeline runs; {measured}"
+    if is_smoke(scale):
+        return SMOKE, f"{scale} is a smoke scale (a few hundred steps at most): it proves the pipeline runs; {measured}"
     if not designed(cmp, claim, scale):
         where = sorted(s for s, ids in cmp.resolves.items() if claim.id in (ids or ())) + ["full"]
         return NOT_DESIGNED, (f"scale {scale} is not designed to resolve this claim (designed at: "
@@ -390,7 +391,7 @@ def headline(cmp: Comparison, verdicts: list[Verdict]) -> list[dict]:
 
 def headline_text(h: dict) -> str:
     """One line: 'cpu: 5 of 9 training claims resolved (3 hold, 2 fail); theory: 4 of 4 hold; ...'."""
-    if h["scale"] == "tiny":
+    if is_smoke(h["scale"]):
         train = f"{h['training_total']} training claims not judged (smoke scale)"
     else:
         train = (f"{h['resolved']} of {h['training_designed']} training claims resolved ({h['hold']} hold, "

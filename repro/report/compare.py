@@ -401,6 +401,14 @@ def _measured_cell(table: Table, row, col: Column, scale: str | None, runs) -> C
             seed = rec.get("seed")
             seeds.append(seed if isinstance(seed, (int, str)) or seed is None else repr(seed))
             ids.append(rec["run_id"])
+    sources = {}
+    for rec, _ in finished:
+        sources.setdefault(protocol_label([protocol_parts(rec)]), []).append(rec["run_id"])
+    if len(sources) > 1:  # one cell, one protocol: seeds of different data or models are not one mean
+        cell.status = INVALID
+        cell.notes.append("runs of this cell were measured on different data or models, not averaged: " +
+                          "; ".join(f"{k or 'unspecified'} ({', '.join(v[:3])})" for k, v in sources.items()))
+        return cell
     unfinished = [r for r, _ in runs if r["status"] != "finished"]
     for rec in unfinished:
         cell.notes.append(f"run {rec['run_id']} (seed {rec.get('seed')}) {rec['status']}; excluded")

@@ -17,6 +17,7 @@ import importlib.util
 import io
 import json
 import os
+import re
 import traceback
 from pathlib import Path
 
@@ -117,9 +118,22 @@ def _rel(path: Path) -> str:
         return str(path)
 
 
+_LINK = re.compile(r"\[([^\]]*)\]\(([^)]*)\)")
+
+
+def md_text(text: object) -> str:
+    """Paper text for a Markdown cell: HTML escaped, and Markdown links kept only for http(s) URLs
+    (``[x](javascript:...)`` in a caption must not become a live link in notebook.html)."""
+    def link(m: re.Match) -> str:
+        if re.match(r"https?://", m.group(2).strip(), re.I):
+            return m.group(0)
+        return f"\\[{m.group(1)}\\]\\({m.group(2)}\\)"
+    return _LINK.sub(link, str(markupsafe.escape(text)))
+
+
 def make_notebook(view: ReportView, papers_dir: Path, results_dir: Path) -> nbformat.NotebookNode:
     """The cells: load, claims, every table view, every figure with data, raw records."""
-    p, esc = view.paper, markupsafe.escape  # paper text is text, also in Markdown cells
+    p, esc = view.paper, md_text  # paper text is text, also in Markdown cells
     md, code = v4.new_markdown_cell, v4.new_code_cell
     cells = [md(f"# {esc(p.title)}\n\nExplore the reproduction: every cell rebuilds the comparison from the records "
                 f"in `{_rel(results_dir)}/{p.id}/`. Edit and rerun freely; the report itself is rebuilt with "

@@ -41,6 +41,9 @@ def protocol_parts(rec: dict) -> dict:
     shape = " ".join(f"{label} {kw[k]}" for k, label in (("depth", "depth"), ("embed_dim", "width"),
                                                           ("patch_size", "patch")) if k in kw)
     out = {"data": data_label(config), "model": str(model["name"]), "shape": shape}
+    seen = str(as_dict(as_dict(rec.get("provenance")).get("data")).get("train") or "")
+    if seen.startswith("synthetic") and "synthetic" not in out["data"]:  # smoke: a stand-in for missing data
+        out["data"] = f"synthetic stand-in for {out['data']}"
     epochs = as_dict(rec.get("metrics")).get("epochs")
     if isinstance(epochs, int):
         out["epochs"] = epochs
