@@ -260,3 +260,25 @@ def test_committed_reports_judge_no_training_claim_at_tiny():
         assert (REPO / "results" / pid / "cells.csv").is_file()
         cells = [c for c in s["cells"] if c["delta"] is not None]
         assert all(c["like_for_like"] for c in cells), pid
+
+
+def test_a_chain_is_relinked_over_the_rows_a_scale_runs():
+    """cpu runs Table 2 at 10 % and 100 % only: "the gap shrinks" becomes gap(10 %) > gap(100 %), not
+    four comparisons that are never measured."""
+    from repro.report.claims import scheduled_pairs
+    paper = load_paper(REPO / "papers" / "convit" / "paper.yaml")
+    claim = next(c for c in paper.claims if c.id == "t2_gap_shrinks_top1")
+    run = {("table2", r) for r in ("f10", "f100")}
+    stub = _Stub(paper, {})
+    stub.cell = lambda ref, scale: _scheduled_cell(paper, ref, (ref.table, ref.row) in run)
+    pairs, dropped = scheduled_pairs(stub, claim, "cpu")
+    assert [(a.row, b.row) for a, b in pairs] == [("f10", "f100")] and dropped == 3
+    ahead = next(c for c in paper.claims if c.id == "t2_convit_ahead_top1")
+    pairs, dropped = scheduled_pairs(stub, ahead, "cpu")
+    assert sorted(a.row for a, _ in pairs) == ["f10", "f100"] and dropped == 3
+
+
+def _scheduled_cell(paper, ref, scheduled):
+    cell = _Stub(paper, {}).cell(ref, "cpu")
+    cell.scheduled = scheduled
+    return cell

@@ -328,8 +328,14 @@ def judge(cmp: Comparison, claim: Claim, scale: str | None) -> Verdict:
     if any(not cmp.paper.table(t).reproduced for t in tables):
         return Verdict(claim, scale, NOT_REPRODUCED, "the table is listed but not reproduced",
                        on_paper=on_paper(cmp.paper, claim))
-    checks = [check_pair(cmp, claim, lhs, rhs, scale) for lhs, rhs in claim.pairs]
+    pairs, dropped = scheduled_pairs(cmp, claim, scale)
+    if not pairs:
+        return Verdict(claim, scale, NOT_DESIGNED, f"scale {scale} runs none of the cells this claim compares",
+                       on_paper=on_paper(cmp.paper, claim))
+    checks = [check_pair(cmp, claim, lhs, rhs, scale) for lhs, rhs in pairs]
     verdict, statistic = _summary(checks, claim.alpha)
+    if dropped:
+        statistic += f"; {dropped} comparison(s) on cells this scale does not run left out"
     if (skip := _not_judged(cmp, claim, scale, checks)) is not None:
         verdict, statistic = skip
     elif verdict == NOT_RUN:
@@ -337,6 +343,26 @@ def judge(cmp: Comparison, claim: Claim, scale: str | None) -> Verdict:
         cmds = sorted({reproduce_command(cmp.paper.id, t, where) for t in tables})
         statistic = f"none of its {len(checks)} comparison(s) measured yet; fill with {' and '.join(cmds)}"
     return Verdict(claim, scale, verdict, statistic, checks, on_paper(cmp.paper, claim))
+
+
+def scheduled_pairs(cmp: Comparison, claim: Claim, scale: str | None) -> tuple[list, int]:
+    """The claim's comparisons on cells this scale's experiments run, and how many were left out. A chain
+    (monotone, ordering) is re-linked over the rows that are run: f10 > f100 when f30 and f50 are not."""
+    def run_here(ref: Ref) -> bool:
+        cell = cmp.cell(ref, scale) if ref.const is None else None
+        return cell is None or cell.scheduled
+
+    pairs = list(claim.pairs)
+    if claim.check in ("monotone", "ordering") and len(pairs) > 1:
+        down = all(a[1] == b[0] for a, b in zip(pairs, pairs[1:]))
+        up = all(a[0] == b[1] for a, b in zip(pairs, pairs[1:]))
+        if down or up:
+            chain = [pairs[0][0], *(p[1] for p in pairs)] if down else [pairs[0][1], *(p[0] for p in pairs)]
+            kept = [r for r in chain if run_here(r)]
+            links = list(zip(kept, kept[1:]))
+            return (links if down else [(b, a) for a, b in links]), len(pairs) - len(links)
+    kept = [(lhs, rhs) for lhs, rhs in pairs if run_here(lhs) and run_here(rhs)]
+    return kept, len(pairs) - len(kept)
 
 
 def _first_scale(cmp: Comparison, claim: Claim) -> str | None:

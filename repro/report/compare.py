@@ -446,7 +446,7 @@ def _derived_cell(table: Table, row, col: Column, scale, cells) -> Cell:
         cell.status = CITED if row.cited else NOT_REPRODUCED
         return cell
     a, b = cells[(row.key, col.derived["a"])], cells[(row.key, col.derived["b"])]
-    cell.like_for_like = a.like_for_like and b.like_for_like
+    cell.like_for_like, cell.scheduled = a.like_for_like and b.like_for_like, a.scheduled and b.scheduled
     cell.protocol = "; ".join(sorted({a.protocol, b.protocol} - {""}))
     if a.status != MEASURED or b.status != MEASURED or a.mean is None or b.mean is None:
         return cell

@@ -120,7 +120,8 @@ def _finish(ax, fig: Figure, title: str) -> None:
     ax.set_ylabel(fig.y_label)
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
 
 
 def draw(cmp: Comparison, fig: Figure, scale: str | None) -> MplFigure | None:
