@@ -419,6 +419,8 @@ def headline_text(h: dict) -> str:
     """One line: 'cpu: 5 of 9 training claims resolved (3 hold, 2 fail); theory: 4 of 4 hold; ...'."""
     if is_smoke(h["scale"]):
         train = f"{h['training_total']} training claims not judged (smoke scale)"
+    elif not h["training_designed"]:
+        train = f"no training claim designed for this scale ({h['training_total']} not designed)"
     else:
         train = (f"{h['resolved']} of {h['training_designed']} training claims resolved ({h['hold']} hold, "
                  f"{h['fail']} fail)")
