@@ -329,9 +329,10 @@ def judge(cmp: Comparison, claim: Claim, scale: str | None) -> Verdict:
         return Verdict(claim, scale, NOT_REPRODUCED, "the table is listed but not reproduced",
                        on_paper=on_paper(cmp.paper, claim))
     pairs, dropped = scheduled_pairs(cmp, claim, scale)
-    if not pairs:
+    if not pairs and claim.evidence != "timing":  # a timing claim says where it is judged at every scale
         return Verdict(claim, scale, NOT_DESIGNED, f"scale {scale} runs none of the cells this claim compares",
                        on_paper=on_paper(cmp.paper, claim))
+    pairs = pairs or claim.pairs
     checks = [check_pair(cmp, claim, lhs, rhs, scale) for lhs, rhs in pairs]
     verdict, statistic = _summary(checks, claim.alpha)
     if dropped:
@@ -349,8 +350,10 @@ def scheduled_pairs(cmp: Comparison, claim: Claim, scale: str | None) -> tuple[l
     """The claim's comparisons on cells this scale's experiments run, and how many were left out. A chain
     (monotone, ordering) is re-linked over the rows that are run: f10 > f100 when f30 and f50 are not."""
     def run_here(ref: Ref) -> bool:
-        cell = cmp.cell(ref, scale) if ref.const is None else None
-        return cell is None or cell.scheduled
+        if ref.const is not None:
+            return True
+        cell = cmp.cell(ref, scale)
+        return cell.scheduled if cell is not None else cmp.runs_table(ref.table, scale)
 
     pairs = list(claim.pairs)
     if claim.check in ("monotone", "ordering") and len(pairs) > 1:

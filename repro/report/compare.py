@@ -291,6 +291,12 @@ class Comparison:
     index: dict[tuple[str, str, str, str], list[tuple[dict, str]]]
     problems: list[str]
     resolves: dict[str, set] = field(default_factory=dict)  # scale -> training claims it is designed to resolve
+    defined: dict[str, set] = field(default_factory=dict)   # scale -> (table, row, column) cells its runs fill
+
+    def runs_table(self, table: str, scale: str | None) -> bool:
+        """Do this scale's experiments run any cell of the table? (True when unknown)"""
+        cells = self.defined.get(scale)
+        return cells is None or any(t == table for t, _, _ in cells)
 
     def view(self, table: str, scale: str | None) -> TableView | None:
         return next((v for v in self.views if v.table.id == table and v.scale == scale), None)
@@ -533,4 +539,4 @@ def compare(paper: Paper, records: list[dict], bad: list[RecordError] | None = N
         own = order_scales({s for (s, t, *_r) in index if t == table.id}) if table.reproduced else []
         for scale in own or [None]:
             views.append(table_view(paper, table, scale, index, (defined or {}).get(scale)))
-    return Comparison(paper, scales, views, records, index, problems, dict(resolves or {}))
+    return Comparison(paper, scales, views, records, index, problems, dict(resolves or {}), dict(defined or {}))

@@ -161,8 +161,12 @@ def render_all(cmp: Comparison, out_dir: Path) -> list[RenderedFigure]:
         for scale in cmp.scales or [None]:
             mpl = draw(cmp, fig, scale)
             if mpl is None:
-                cmd = reproduce_command(cmp.paper.id, fig.table, scale)
-                out.append(RenderedFigure(fig, scale, None, f"no records feed this figure yet: {cmd}"))
+                if not cmp.runs_table(fig.table, scale):
+                    note = f"scale {scale} does not run {fig.table} (python -m repro list paper={cmp.paper.id} " \
+                           f"scale=<scale> shows where it runs)"
+                else:
+                    note = f"no records feed this figure yet: {reproduce_command(cmp.paper.id, fig.table, scale)}"
+                out.append(RenderedFigure(fig, scale, None, note))
                 continue
             path = Path(out_dir) / f"{fig.id}-{scale}.png"
             path.parent.mkdir(parents=True, exist_ok=True)
