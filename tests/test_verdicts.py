@@ -136,6 +136,10 @@ def test_timing_claims_are_not_judged_from_run_timings(tmp_path):
     extra = tuple(("speed", "r", {col: "ips"}, {"ips": x}) for col, x in (("fast", 300.0), ("slow", 100.0)))
     _, v = _judge(tmp_path, "full", [55.0], [50.0], extra=extra)  # old logic: holds on one timing
     assert v["faster"].verdict == "timing" and "make bench" in v["faster"].statistic
+    rounds = tuple(("speed", "r", {col: "ips"}, {"ips": x, "timing_rounds": 5}) for col, x in (("fast", 300.0),
+                                                                                               ("slow", 100.0)))
+    _, v = _judge(tmp_path / "alternated", "full", [55.0], [50.0], extra=rounds)
+    assert v["faster"].verdict == HOLDS and "exact values" in v["faster"].checks[0].statistic
 
 
 # ---- 3. like for like

@@ -12,8 +12,9 @@ A verdict is only as strong as its evidence, so what a claim rests on decides ho
   seeds a comparison is inconclusive and says which way the means lean. Every comparison states the
   smallest effect it could resolve (one-sided ``alpha``, 80 % power) from the seed spread, or with one
   seed from the binomial standard error of the test-set size. A side at chance accuracy cannot be ahead.
-- ``timing`` claims are hardware claims, judged from the benchmark protocol (``make bench``), never from
-  one timing taken while other runs share the machine.
+- ``timing`` claims are hardware claims: judged only where every side was timed in >= 3 alternated rounds
+  in one process (records with ``timing_rounds``, e.g. cmhsa's time probes; ``make bench``), so machine
+  load hits both sides alike; never from one timing taken while other runs share the machine.
 
 A bound ("<=") is checked on every seed (and every element of per-layer arrays): it is a worst-case
 statement, so one violation fails it. "~" (within noise) holds when the means differ by less than two
@@ -135,7 +136,7 @@ def _greater(a: list, b: list, rhs_const: bool, alpha: float, exact: bool = Fals
     ma, mb = float(np.mean(a)), float(np.mean(b))
     nb = "const" if rhs_const else len(b)
     few = len(a) < MIN_SEEDS or not (rhs_const or len(b) >= MIN_SEEDS)
-    if exact and few:  # theory on one run: a deterministic value, its direction is the answer
+    if exact and few:  # theory on one run (a deterministic value) or alternated timings: the direction
         verdict = HOLDS if ma > mb else FAILS
         return verdict, f"{_fmt(ma)} vs {_fmt(mb)} (exact values, n={len(a)} vs {nb})", "exact", None
     mde, basis = resolvable_effect(a, b, rhs_const, alpha, binomial)
@@ -211,7 +212,7 @@ def check_pair(cmp: Comparison, claim: Claim, lhs: Ref, rhs: Ref, scale: str | N
                          f"training diverged for {', '.join(diverged)}: no final value to compare", "diverged")
         return Check(lhs, rhs, claim.relation, NOT_RUN, f"not measured: {', '.join(map(str, missing))}")
     arrays = any(isinstance(v, list) for v in a + b)
-    exact = claim.evidence == "theory"
+    exact = claim.evidence == "theory" or (claim.evidence == "timing" and alternated(cmp, (lhs, rhs), scale))
     effect = None if arrays else float(np.mean(a) - np.mean(b))
     if claim.relation == "<=":
         return Check(lhs, rhs, claim.relation, *_bound(a, b))
@@ -303,12 +304,26 @@ def designed(cmp: Comparison, claim: Claim, scale: str | None) -> bool:
     return claim.id in (cmp.resolves.get(scale) or ())
 
 
+MIN_ROUNDS = 3  # alternated timing rounds a speed comparison needs (papers/cmhsa/timing.py records them)
+
+
+def alternated(cmp: Comparison, refs, scale: str | None) -> bool:
+    """Every record behind these cells timed its models in >= MIN_ROUNDS alternated rounds in one
+    process (metric ``timing_rounds``), so machine load hit both sides alike."""
+    recs = [rec for r in refs if r.const is None for rec, _ in cmp.runs(scale, r.table, r.row, r.column)]
+    return bool(recs) and all(int(as_dict(rec.get("metrics")).get("timing_rounds") or 0) >= MIN_ROUNDS
+                              for rec in recs)
+
+
 def _not_judged(cmp: Comparison, claim: Claim, scale: str | None, checks: list[Check]) -> tuple[str, str] | None:
     """(verdict, statistic) for a claim this scale does not judge, or None when it judges it."""
     measured = _summary(checks, claim.alpha)[1]
+    if claim.evidence == "timing" and all(c.method == "exact" for c in checks):
+        return None  # every side timed in alternated rounds: a verdict on that hardware
     if claim.evidence == "timing":
-        return TIMING, ("a speed claim is a hardware claim: judged from `make bench`'s alternated rounds "
-                        f"(benchmarks/README.md), not from one timing of a run; from the runs: {measured}")
+        return TIMING, ("a speed claim is a hardware claim: judged only from timings taken in >= "
+                        f"{MIN_ROUNDS} alternated rounds in one process (`make bench`, benchmarks/README.md; "
+                        f"cmhsa's time probes), never from one timing of a run; from the runs: {measured}")
     if claim.evidence != "training" or scale is None:
         return None
     if is_smoke(scale):
