@@ -318,6 +318,8 @@ def alternated(cmp: Comparison, refs, scale: str | None) -> bool:
 def _not_judged(cmp: Comparison, claim: Claim, scale: str | None, checks: list[Check]) -> tuple[str, str] | None:
     """(verdict, statistic) for a claim this scale does not judge, or None when it judges it."""
     measured = _summary(checks, claim.alpha)[1]
+    if is_smoke(scale) and claim.evidence != "theory":  # stand-in models: neither accuracy nor speed is the paper's
+        return SMOKE, f"{scale} is a smoke scale (a few hundred steps at most): it proves the pipeline runs; {measured}"
     if claim.evidence == "timing" and all(c.method == "exact" for c in checks):
         return None  # every side timed in alternated rounds: a verdict on that hardware
     if claim.evidence == "timing":
@@ -326,8 +328,6 @@ def _not_judged(cmp: Comparison, claim: Claim, scale: str | None, checks: list[C
                         f"cmhsa's time probes), never from one timing of a run; from the runs: {measured}")
     if claim.evidence != "training" or scale is None:
         return None
-    if is_smoke(scale):
-        return SMOKE, f"{scale} is a smoke scale (a few hundred steps at most): it proves the pipeline runs; {measured}"
     if not designed(cmp, claim, scale):
         where = sorted(s for s, ids in cmp.resolves.items() if claim.id in (ids or ())) + ["full"]
         return NOT_DESIGNED, (f"scale {scale} is not designed to resolve this claim (designed at: "
