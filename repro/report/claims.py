@@ -45,7 +45,7 @@ POWER = 0.8  # the power at which the smallest resolvable effect is stated
 def verdict_label(verdict: str, scale: str | None) -> str:
     """The words shown on a verdict's badge."""
     return {SMOKE: "smoke — not judged", NOT_DESIGNED: f"not designed to resolve at {scale}",
-            TIMING: "timing — judged by the benchmark"}.get(verdict, verdict)
+            TIMING: "timing — needs alternated timings"}.get(verdict, verdict)
 
 
 @dataclass

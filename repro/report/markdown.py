@@ -27,7 +27,8 @@ def _table(rows: list[list], headers: list[str]) -> str:
 LEGEND = ("Verdicts: **holds** / **FAILS** are resolved by a one-sided test across >= 3 seeds (training claims) or "
           "on exact values (theory claims); *inconclusive*: the evidence cannot tell; *smoke — not judged*: `tiny` "
           "only proves the pipeline runs; *not designed to resolve*: the scale's protocol was not built for the "
-          "claim; *timing*: speed claims are judged by `make bench`, not by a run's timing.")
+          "claim; *timing*: speed claims are judged only from timings alternated in rounds within one process, "
+          "never from a run's own timing.")
 
 
 def _anchor(section: str, paper) -> str:
