@@ -187,12 +187,15 @@ def with_sources(specs: list[RunSpec]) -> list[RunSpec]:
     return out
 
 
+POINTER_KEYS = ("probe", "source", "args")  # a pointer's own keys; the rest of its config is its source's
+
+
 def pointer_source(config: dict) -> RunSpec | None:
     """The run a probe config reads (``config["source"]``, papers/convit/reuse.py's pointers), or None."""
     src = config.get("source")
     if not isinstance(src, dict) or not {"paper", "table", "cell", "scale", "seed", "kind"} <= set(src):
         return None
-    own = {k: v for k, v in config.items() if k not in ("probe", "source", "args")}
+    own = {k: v for k, v in config.items() if k not in POINTER_KEYS}
     own.update(src.get("own") or {})
     return RunSpec(paper=src["paper"], table=src["table"], cell=src["cell"], scale=src["scale"], seed=src["seed"],
                    kind=src["kind"], config=own, name=src.get("name", ""))

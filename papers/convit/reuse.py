@@ -25,12 +25,11 @@ from dataclasses import dataclass
 import torch
 
 from repro import records
-from repro.runs import ConfigError, RunSpec, final_checkpoint, pointer_source, run_dir
+from repro.runs import POINTER_KEYS, ConfigError, RunSpec, final_checkpoint, pointer_source, run_dir
 from repro.train import checkpoint, ddp
 from repro.train.engine import Runtime, evaluate, train
 from repro.train.execute import DONE, execute
 
-POINTER_KEYS = ("probe", "source", "args")
 COPY = "papers.convit.reuse:copy_metrics"
 
 

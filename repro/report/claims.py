@@ -186,19 +186,22 @@ def _within(a: list, b: list, tol: float | None, exact: bool = False) -> tuple[s
                           f"(n={len(a)} vs {len(b)})"), "lean"
 
 
+def _cell(cmp: Comparison, ref: Ref, scale: str | None) -> Cell | None:
+    """The measured cell a reference names (None for a constant or a cell not measured)."""
+    cell = cmp.cell(ref, scale) if ref.const is None else None
+    return cell if isinstance(cell, Cell) and cell.status == MEASURED else None
+
+
 def _binomial(cmp: Comparison, refs: tuple[Ref, Ref], scale: str | None) -> float | None:
     """One run's binomial standard error for accuracy cells (the larger side's), else None."""
-    ses = []
-    for ref in refs:
-        cell = cmp.cell(ref, scale) if ref.const is None else None
-        if isinstance(cell, Cell) and cell.chance is not None and cell.mean is not None:
-            ses.append(binomial_se(cell.mean, cell.test_images))
+    cells = [c for c in (_cell(cmp, r, scale) for r in refs) if c is not None and c.chance is not None]
+    ses = [binomial_se(c.mean, c.test_images) for c in cells if c.mean is not None]
     return max(ses) if ses and all(ses) else None
 
 
 def _at_chance(cmp: Comparison, ref: Ref, scale: str | None) -> Cell | None:
-    cell = cmp.cell(ref, scale) if ref.const is None else None
-    return cell if isinstance(cell, Cell) and cell.at_chance else None
+    cell = _cell(cmp, ref, scale)
+    return cell if cell is not None and cell.at_chance else None
 
 
 def check_pair(cmp: Comparison, claim: Claim, lhs: Ref, rhs: Ref, scale: str | None) -> Check:
@@ -451,8 +454,7 @@ def headline_text(h: dict) -> str:
 
 
 def _cells(cmp: Comparison, check: Check, scale: str) -> list[Cell]:
-    cells = [cmp.cell(r, scale) for r in (check.lhs, check.rhs) if r.const is None]
-    return [c for c in cells if isinstance(c, Cell) and c.status == MEASURED]
+    return [c for c in (_cell(cmp, r, scale) for r in (check.lhs, check.rhs)) if c is not None]
 
 
 def _data(rec: dict) -> str:

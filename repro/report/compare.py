@@ -232,13 +232,13 @@ class TableView:
         if not cells:
             return []
         paper = f"Paper: {self.paper_protocol or 'protocol not stated'}."
-        other = [protocol_label([p for c in cells if not c.like_for_like for p in c.runs_protocol])] \
-            if any(not c.like_for_like for c in cells) else []
+        differ = [c for c in cells if not c.like_for_like]
         free = sorted({c.column.label for c in cells if c.like_for_like and self.scale != "full"})
-        if not other and not any(not c.like_for_like for c in cells):
+        if not differ:
             why = "scale full" if self.scale == "full" else f"{', '.join(free)}: the paper's own models or constructions"
             return [paper, f"Ours: like for like ({why}): deltas and agreement marks apply."]
-        lines = [paper, f"Ours at scale {self.scale}: {' | '.join(other) or 'a different protocol'}. "
+        other = protocol_label([p for c in differ for p in c.runs_protocol]) or "a different protocol"
+        lines = [paper, f"Ours at scale {self.scale}: {other}. "
                         "Protocols differ: ours is shown beside the paper's, without a delta or an agreement mark."]
         if free:
             lines.append(f"Compared like for like: {', '.join(free)} (measured on the paper's own models).")
@@ -407,9 +407,10 @@ def _measured_cell(table: Table, row, col: Column, scale: str | None, runs) -> C
             seed = rec.get("seed")
             seeds.append(seed if isinstance(seed, (int, str)) or seed is None else repr(seed))
             ids.append(rec["run_id"])
-    sources = {}
-    for rec, _ in finished:
-        sources.setdefault(protocol_label([protocol_parts(rec)]), []).append(rec["run_id"])
+    parts = [protocol_parts(rec) for rec, _ in finished]
+    sources: dict[str, list[str]] = {}
+    for (rec, _), part in zip(finished, parts):
+        sources.setdefault(protocol_label([part]), []).append(rec["run_id"])
     if len(sources) > 1:  # one cell, one protocol: seeds of different data or models are not one mean
         cell.status = INVALID
         cell.notes.append("runs of this cell were measured on different data or models, not averaged: " +
@@ -423,8 +424,7 @@ def _measured_cell(table: Table, row, col: Column, scale: str | None, runs) -> C
         cell.notes.append(f"seed(s) {sorted(dup, key=str)} measured more than once; all runs averaged")
     if values:
         cell.status, cell.measured = MEASURED, Measured(values, seeds, ids)
-        cell.runs_protocol = [protocol_parts(r) for r, _ in finished]
-        cell.protocol = protocol_label(cell.runs_protocol)
+        cell.runs_protocol, cell.protocol = parts, next(iter(sources), "")
         _accuracy_context(cell, finished)
     elif unfinished:
         cell.status = DIVERGED if any(r["status"] == "diverged" for r in unfinished) else INVALID
