@@ -13,6 +13,9 @@ Scales (protocol and deviations: papers/respostln/README.md):
 - tiny:  probes on a reduced grid (L 6-48, d 64-256, 4 samples; Lemma 1 at every d up to 512, L = 48);
          training: 12 blocks of width 64 (2 heads, patch 8) on 250 CIFAR-10 images per class for 3 epochs
          at lr 1e-2, augmentation off. CPU seconds for the probes, ~2 CPU minutes for training.
+- cpu:   the 2-core CPU in about 20 minutes. Probes as small. Training as tiny (12 blocks of width 64,
+         2 heads, patch 8, lr 1e-2, augmentation off) but on all of CIFAR-10 and its 10,000 test images
+         for 2 epochs, warm-up 1 epoch, 3 seeds, two runs at a time: the stability claims, resolved.
 - small: probes on the whole grid of the issue (L 6-48, d 64-512, 8 samples, 3 seeds): CPU minutes,
          no GPU needed. Training: 24 blocks of width 96 (3 heads, patch 4), whole CIFAR-10, 20 epochs at
          lr 5e-3 (chosen from tiny-sized trials at depth 24, not yet run), 3 seeds: one GPU.
@@ -24,6 +27,10 @@ from __future__ import annotations
 from repro.runs import RunSpec
 
 PAPER = "respostln"
+SCALES = ("tiny", "cpu", "small", "full")
+# The training claims each reduced scale is designed to resolve (tiny: none; full: all of them).
+RESOLVES = {"cpu": ("stab_post_ln_fails_without_warmup", "stab_res_post_ln_trains_where_post_ln_fails",
+                    "stab_pre_ln_trains_without_warmup", "stab_warmup_rescues_post_ln")}
 NORMS = ("pre_ln", "post_ln", "res_post_ln")
 TABLE1_ROWS = {"pre_ln": "pre_ln", "res_post_ln": "res_post_ln", "res_post_ln_literal": "res_post_ln",
                "post_ln": "post_ln"}  # row (= equations checked) -> block placement built
@@ -34,6 +41,8 @@ PROBES = {
              "theorem4": {"L_values": [6, 12, 24, 48], "d_values": [64, 128, 256], "samples": 4}},
     "small": {"lemma1": {"L": 48, "samples": 8}, "seeds": 3,
               "theorem4": {"L_values": [6, 12, 24, 48], "d_values": [64, 128, 256, 512], "samples": 8}},
+    "cpu": {"lemma1": {"L": 48, "samples": 8}, "seeds": 3,
+            "theorem4": {"L_values": [6, 12, 24, 48], "d_values": [64, 128, 256, 512], "samples": 8}},
     "full": {"lemma1": {"L": 48, "samples": 32}, "seeds": 5,
              "theorem4": {"L_values": [6, 12, 24, 48], "d_values": [64, 128, 256, 512], "samples": 32}},
 }
@@ -44,6 +53,8 @@ PLAIN = {"mixup": 0.0, "cutmix": 0.0, "aa": None, "reprob": 0.0, "smoothing": 0.
 STABILITY = {
     "tiny": {"model": ("repro_deit_tiny_c32", {"depth": 12, "embed_dim": 64, "num_heads": 2, "patch_size": 8}),
              "recipe": {**PLAIN, "epochs": 3, "lr": 1.0e-2, "eval_every": 0}, "warmup_epochs": 1, "seeds": 1},
+    "cpu": {"model": ("repro_deit_tiny_c32", {"depth": 12, "embed_dim": 64, "num_heads": 2, "patch_size": 8}),
+            "recipe": {**PLAIN, "epochs": 2, "lr": 1.0e-2}, "warmup_epochs": 1, "seeds": 3},
     "small": {"model": ("repro_deit_tiny_c32", {"depth": 24, "embed_dim": 96, "num_heads": 3}),
               "recipe": {**PLAIN, "epochs": 20, "lr": 5.0e-3}, "warmup_epochs": 3, "seeds": 3},
     "full": {"model": ("repro_deit_small", {}), "recipe": {"epochs": 300}, "warmup_epochs": 5, "seeds": 1},
