@@ -36,6 +36,25 @@ def test_cosine_loss_decreases_under_a_gradient_step():
     assert before.item() > 0.5 and after.item() < before.item() - 1e-3
 
 
+def test_absolute_cosine_loss_counts_anti_aligned_patches_as_alike():
+    """The arXiv form |cos| cannot be lowered by anti-aligning patches; the poster's signed form can."""
+    v = torch.randn(10)
+    h = torch.stack([v, -v, v, -v])[None]                # 4 patches, pairwise cosine +1 or -1
+    pairs = [1.0 if (i + j) % 2 == 0 else -1.0 for i in range(4) for j in range(4) if i != j]
+    assert cosine_loss(h).item() == pytest.approx(np.mean(pairs), abs=1e-6)   # -1/3
+    assert cosine_loss(h, "absolute").item() == pytest.approx(1.0, abs=1e-6)
+
+
+def test_absolute_cosine_loss_is_the_mean_absolute_pairwise_cosine():
+    torch.manual_seed(1)
+    h = torch.randn(3, 5, 7)
+    expected = np.mean([[abs(F.cosine_similarity(h[b, i], h[b, j], dim=0).item()) for i in range(5)
+                         for j in range(5) if i != j] for b in range(3)])
+    assert cosine_loss(h, "absolute").item() == pytest.approx(expected, abs=1e-6)
+    with pytest.raises(ValueError, match="cos_form"):
+        cosine_loss(h, "squared")
+
+
 # contrastive -------------------------------------------------------------------------------------------
 
 def orthonormal_e(b=2, n=6, d=8):

@@ -63,7 +63,14 @@ def test_optimizer_scheduler_mixup_criterion_from_config():
     mix = build_mixup({"mixup": 0.8, "cutmix": 1.0, "smoothing": 0.1}, 10)
     assert isinstance(mix, Mixup) and isinstance(build_criterion({}, mix), SoftTargetCrossEntropy)
     assert build_mixup({"mixup": 0, "cutmix": 0}, 10) is None
-    assert isinstance(build_criterion({"smoothing": 0.1}, None), LabelSmoothingCrossEntropy)
+    # label smoothing without Mixup: timm's loss on class indices, and soft targets accepted too
+    torch.manual_seed(0)
+    logits, labels = torch.randn(8, 10), torch.randint(0, 10, (8,))
+    smoothed = build_criterion({"smoothing": 0.1}, None)
+    assert smoothed(logits, labels).item() == pytest.approx(
+        LabelSmoothingCrossEntropy(smoothing=0.1)(logits, labels).item(), rel=1e-6)
+    soft = torch.nn.functional.one_hot(labels, 10).float()
+    assert smoothed(logits, soft).item() == pytest.approx(smoothed(logits, labels).item(), rel=1e-6)
 
 
 # ------------------------------------------------------------------ checkpoints

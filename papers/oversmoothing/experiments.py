@@ -10,6 +10,10 @@ Scales (protocol and every deviation: papers/oversmoothing/README.md):
          at 32 px, the first 150 / 50 images per class, 3 epochs (4 for the "400 epochs" rows),
          width-48 3-head DeiT of depth 12 and 24 with patch 8 (a 4x4 grid), 1 seed. Every row of
          Figure 2 and Tables 1, 3, 4 and 5, and Table 2's model sizes.
+- cpu:   the 2-core CPU in about half an hour. All of CIFAR-10 (JPEG copy) and its 10,000 test images
+         at 32 px, tiny's models (width 48, 3 heads, patch 8) at depth 12 and 24, 2 epochs of the cpu
+         recipe, 3 seeds, two runs at a time: Figure 2 and Table 1 (plus the cosine loss in the arXiv
+         paper's absolute form, row cos_abs), the claims on CosSim, attention spread and accuracy.
 - small: one GPU. The whole CIFAR-10 training set at 32 px, DeiT-Ti width (192, 3 heads) with patch 4 at
          depth 12 and 24, the small scale's 20-epoch recipe (27 for the "400 epochs" rows), 3 seeds.
 - full:  ImageNet-1k at 224 px, DeiT-B (DeiT-S for Table 2's S rows). DeiT rows: the DeiT recipe (drop
@@ -22,6 +26,11 @@ from __future__ import annotations
 from repro.runs import RunSpec
 
 PAPER = "oversmoothing"
+SCALES = ("tiny", "cpu", "small", "full")
+# The training claims each reduced scale is designed to resolve (tiny: none; full: all of them).
+RESOLVES = {"cpu": ("f2_losses_lower_last_layer_cossim", "f2_losses_raise_last_layer_attention_std",
+                    "f2_losses_raise_accuracy_depth24", "t1_losses_lower_last_layer_cossim",
+                    "t1_every_loss_raises_accuracy", "t1_contrastive_mixing_best")}
 OBJECTIVE = "papers.oversmoothing.losses:AntiOversmoothingLoss"
 FIGURE2_PROBE = {"fn": "papers.oversmoothing.probes:oversmoothing"}
 
@@ -34,7 +43,9 @@ LOSSES = {
     "cos_mixing": (True, False, True),
     "cos_contrastive": (True, True, False),
     "contrastive_mixing": (False, True, True),
+    "cos_abs": (True, False, False),
 }
+COS_FORM = {"cos_abs": "absolute"}  # the poster's signed cosine loss elsewhere (losses.py)
 
 # scale -> model family, recipes, data, seeds, what runs there
 PROTOCOL = {
@@ -43,15 +54,22 @@ PROTOCOL = {
         "data": {"max_per_class": 150, "test_max_per_class": 50},
         "deit": {"epochs": 3}, "release": {"epochs": 3}, "refined": {"epochs": 4}, "ours": "deit",
         "seeds": 1, "tables": ("figure2", "table1", "table2", "table3", "table4", "table5"),
-        "table1_rows": tuple(LOSSES),
+        "table1_rows": tuple(r for r in LOSSES if r not in COS_FORM),
         "table4_rows": ("standard", "no_repeated_aug", "no_random_erasing", "no_mixup", "no_drop_path", "depth24"),
+    },
+    "cpu": {
+        "widths": {"base": ("repro_deit_tiny_c32", {"embed_dim": 48, "num_heads": 3, "patch_size": 8})},
+        "data": {},
+        "deit": {"epochs": 2}, "release": {"epochs": 2}, "refined": {"epochs": 2}, "ours": "deit",
+        "seeds": 3, "tables": ("figure2", "table1"),
+        "table1_rows": tuple(LOSSES),
     },
     "small": {
         "widths": {"base": ("repro_deit_tiny_c32", {})},
         "data": {},
         "deit": {"epochs": 20}, "release": {"epochs": 20}, "refined": {"epochs": 27}, "ours": "deit",
         "seeds": 3, "tables": ("figure2", "table1", "table2", "table3", "table4", "table5"),
-        "table1_rows": tuple(LOSSES),
+        "table1_rows": tuple(r for r in LOSSES if r not in COS_FORM),
         "table4_rows": ("standard", "no_repeated_aug", "no_random_erasing", "no_mixup", "no_drop_path", "depth24"),
     },
     "full": {
@@ -63,7 +81,7 @@ PROTOCOL = {
         "refined": {"drop_path": 0.75, "repeated_aug": False, "epochs": 400},
         "ours": "refined",  # recipe of "Ours" in Table 2 and Table 4 (the paper's best model)
         "seeds": 1, "tables": ("figure2", "table1", "table2", "table3", "table4", "table5"),
-        "table1_rows": tuple(LOSSES),
+        "table1_rows": tuple(r for r in LOSSES if r not in COS_FORM),
         "table4_rows": ("standard", "no_repeated_aug", "no_random_erasing", "no_mixup", "no_drop_path", "depth24"),
     },
 }
@@ -91,7 +109,8 @@ def objective(losses: str) -> dict | None:
     cos, contrastive, mixing = LOSSES[losses]
     if not (cos or contrastive or mixing):
         return None
-    return {"fn": OBJECTIVE, "cos": cos, "contrastive": contrastive, "mixing": mixing}
+    form = {"cos_form": COS_FORM[losses]} if losses in COS_FORM else {}
+    return {"fn": OBJECTIVE, "cos": cos, "contrastive": contrastive, "mixing": mixing, **form}
 
 
 def recipe(scale: str, kind: str, **changes) -> dict:

@@ -5,8 +5,10 @@ h = (h^cls, h_1, ..., h_n) are the last layer's tokens, read (like every feature
 hooks: the output of the model's final LayerNorm, i.e. what the classifier reads (the release applies
 its losses there too). e are the first layer's patch tokens, gradient stopped.
 
-- cosine:      l_cos  = 1/(n(n-1)) sum_{i != j} h_i^T h_j / (||h_i|| ||h_j||), minimised. The release has
-               no such loss; this is the poster's definition.
+- cosine:      l_cos  = 1/(n(n-1)) sum_{i != j} h_i^T h_j / (||h_i|| ||h_j||), minimised: the poster's
+               signed form (``cos_form='signed'``, the default). The arXiv paper (v2) minimises the
+               absolute cosine |h_i^T h_j| / (||h_i|| ||h_j||) instead (``cos_form='absolute'``), which
+               cannot be lowered by making patches anti-aligned. The release has no cosine loss.
 - contrastive: l_cons = -1/n sum_i log [ exp(e_i^T h_i) / (exp(e_i^T h_i) + exp(e_i^T hbar)) ],
                hbar = sum_j h_j / n, raw dot products (no normalisation, no temperature), as the poster
                writes it. ``negatives='patches'`` gives the InfoNCE form over all patches instead,
@@ -37,9 +39,20 @@ from repro.probes.diversity import num_patches, patch_cosine_similarity
 TERMS = ("cos", "contrastive", "mixing")
 
 
-def cosine_loss(h: torch.Tensor) -> torch.Tensor:
-    """l_cos: mean over the batch of CosSim of (B, n, D) patch tokens (poster, pairwise cosine regularisation)."""
-    return patch_cosine_similarity(h).mean()
+COS_FORMS = ("signed", "absolute")
+
+
+def cosine_loss(h: torch.Tensor, form: str = "signed") -> torch.Tensor:
+    """l_cos over (B, n, D) patch tokens, mean over the batch: CosSim ('signed', the poster) or the mean
+    absolute pairwise cosine ('absolute', the arXiv paper)."""
+    if form == "signed":
+        return patch_cosine_similarity(h).mean()
+    if form != "absolute":
+        raise ValueError(f"cos_form={form!r}; choose one of {COS_FORMS}")
+    u = F.normalize(h.float(), dim=-1)
+    n = u.shape[-2]
+    gram = (u @ u.transpose(-2, -1)).abs()
+    return ((gram.sum(dim=(-2, -1)) - gram.diagonal(dim1=-2, dim2=-1).sum(dim=-1)) / (n * (n - 1))).mean()
 
 
 def patch_contrastive_loss(e: torch.Tensor, h: torch.Tensor, negatives: str = "mean") -> torch.Tensor:
@@ -153,11 +166,13 @@ class AntiOversmoothingLoss(nn.Module):
 
     def __init__(self, model: nn.Module, num_classes: int, cos: bool = False, contrastive: bool = True,
                  mixing: bool = True, weights: dict[str, float] | None = None, anchor: str = "block0",
-                 negatives: str = "mean", cutmix_alpha: float = 1.0,
+                 negatives: str = "mean", cutmix_alpha: float = 1.0, cos_form: str = "signed",
                  criterion: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None):
         super().__init__()
         if anchor not in ("block0", "patch_embed"):
             raise ValueError(f"anchor={anchor!r}; choose 'block0' (poster: first layer) or 'patch_embed' (release)")
+        if cos_form not in COS_FORMS:
+            raise ValueError(f"cos_form={cos_form!r}; choose one of {COS_FORMS}")
         weights = dict(weights or {})
         unknown = set(weights) - set(TERMS)
         if unknown:
@@ -166,7 +181,7 @@ class AntiOversmoothingLoss(nn.Module):
         self.num_classes = num_classes
         self.enabled = {"cos": cos, "contrastive": contrastive, "mixing": mixing}
         self.weights = {k: float(weights.get(k, 1.0)) for k in TERMS}
-        self.anchor, self.negatives, self.cutmix_alpha = anchor, negatives, cutmix_alpha
+        self.anchor, self.negatives, self.cutmix_alpha, self.cos_form = anchor, negatives, cutmix_alpha, cos_form
         self.criterion = criterion or F.cross_entropy
         self.num_patches = num_patches(model)
         self.patch_head = nn.Linear(model.embed_dim, num_classes) if mixing else None
@@ -183,7 +198,7 @@ class AntiOversmoothingLoss(nn.Module):
         h = feats["last"][:, -self.num_patches:]
         terms = {"ce": self.criterion(logits, targets)}
         if self.enabled["cos"]:
-            terms["cos"] = cosine_loss(h)
+            terms["cos"] = cosine_loss(h, self.cos_form)
         if self.enabled["contrastive"]:
             terms["contrastive"] = patch_contrastive_loss(feats["first"][:, -self.num_patches:], h, self.negatives)
         if mix is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 from timm.data import Mixup
-from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
+from timm.loss import SoftTargetCrossEntropy
 from timm.optim import create_optimizer_v2
 from timm.scheduler import create_scheduler_v2
 from timm.utils import ModelEmaV3
@@ -76,9 +76,9 @@ def build_mixup(recipe: dict, num_classes: int) -> Mixup | None:
 def build_criterion(recipe: dict, mixup: Mixup | None) -> torch.nn.Module:
     if mixup is not None:
         return SoftTargetCrossEntropy()
-    if float(recipe.get("smoothing", 0)) > 0:
-        return LabelSmoothingCrossEntropy(smoothing=float(recipe["smoothing"]))
-    return torch.nn.CrossEntropyLoss()
+    # torch's CE with label smoothing equals timm's LabelSmoothingCrossEntropy on class indices and also
+    # takes soft targets, which an objective may make from them (the oversmoothing paper's patch mixing)
+    return torch.nn.CrossEntropyLoss(label_smoothing=float(recipe.get("smoothing", 0) or 0))
 
 
 def build_ema(model: torch.nn.Module, recipe: dict) -> ModelEmaV3 | None:
