@@ -12,6 +12,8 @@
 Scales (protocol and deviations: papers/augvit/README.md):
 - tiny:  CIFAR-10 (JPEG copy) at 32 px, 200 / 100 images per class, depth-6 width-96 3-head models with
          patch 8, 4 epochs without Mixup / CutMix / RandAugment / erasing, 1 seed; CPU minutes.
+- cpu:   the 2-core CPU in about half an hour: tiny's models and recipe on all of CIFAR-10 (JPEG copy) and
+         its 10,000 test images, 2 epochs of the cpu recipe, 3 seeds, two runs at a time.
 - small: the whole CIFAR-10 at 32 px, DeiT-Ti / Aug-ViT-Ti with patch 4 (depth 12), 20 epochs, 3 seeds.
 - full:  ImageNet-1k at 224 px with the release's recipe (batch 1024, lr 1e-3, AdamW wd 0.05, EMA 0.99996,
          DeiT augmentations, 300 epochs): DeiT-S/B vs Aug-ViT-S/B for table2_top1, the ablations on
@@ -22,6 +24,10 @@ from __future__ import annotations
 from repro.runs import RunSpec
 
 PAPER = "augvit"
+SCALES = ("tiny", "cpu", "small", "full")
+# The training claims each reduced scale is designed to resolve (tiny: none; full: all of them).
+RESOLVES = {"cpu": ("no_collapse", "beyond_identity", "beyond_identity_relative", "msa_shortcuts_matter_most",
+                    "mlp_shortcuts_assist", "augvit_beats_deit_reduced", "s4_bound_holds")}
 AUG = {"aug_paths": 2, "aug_mlp": True, "aug_scale": 0.75}  # the release: T = 2 on MSA and MLP, sums x 3/4
 # Trained models multiply the circulant matrix densely, as the release does: the same function as the FFT
 # product (tested in the core), faster at these widths. FLOPs are still counted with FFTs (probes.py).
@@ -59,6 +65,9 @@ PROTOCOL = {
              "data": {"max_per_class": 200},
              "recipe": {"epochs": 4, "mixup": 0.0, "cutmix": 0.0, "aa": None, "reprob": 0.0},
              "seeds": 1, "init_seeds": 5, "s224_seeds": 3, "init_images": 64, "s224_images": 8},
+    # cpu: tiny's architecture on all the data (the cpu scale's recipe: light augmentation, 2 epochs)
+    "cpu": {"arch": ("repro_deit_tiny_c32", {"depth": 6, "embed_dim": 96, "num_heads": 3, "patch_size": 8}),
+            "recipe": {}, "seeds": 3, "init_seeds": 5, "s224_seeds": 3, "init_images": 64, "s224_images": 8},
     "small": {"arch": ("repro_deit_tiny_c32", {}), "recipe": {}, "seeds": 3, "init_seeds": 5, "s224_seeds": 5,
               "init_images": 64, "s224_images": 32},
     "full": {"arch": ("repro_deit_tiny", {}), "recipe": RELEASE_RECIPE, "seeds": 1, "init_seeds": 5,
