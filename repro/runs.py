@@ -157,8 +157,8 @@ def resolve(spec: RunSpec, base: dict, overrides: dict | None = None, mode: dict
 def source_spec(spec: RunSpec) -> RunSpec | None:
     """The run whose final model ``spec`` starts from (``config["init"]["from"]``), or None."""
     init = spec.config.get("init")
-    if not init:
-        return None
+    if not init or (spec.kind == "probe" and pointer_source(spec.config) is not None):
+        return None  # a pointer carries its source's init; the source itself starts from that run
     src = init.get("from") if isinstance(init, dict) else None
     if spec.kind != "train" or not isinstance(src, dict) or not {"table", "cell", "config"} <= set(src) \
             or not isinstance(init.get("fn"), str):

@@ -241,3 +241,20 @@ def test_registered_models_take_overrides_and_transfer():
     assert patch_errors(hidden_c, hidden_a)[:, inside].max() < 1e-5
     with pytest.raises(ValueError, match="no pretrained weights"):
         timm.create_model("repro_cmhsa_3_conv_c32", pretrained=True)
+
+
+@pytest.mark.parametrize("transfer", ["exact", "trainable"])
+def test_transfer_keeps_the_logits_at_224_px(transfer):
+    """Theorem 1's construction (exact: W_Q = W_K = 0, c = 30) keeps a 224-px CMHSA-3's logits within 1 %;
+    the training transfer (random W_Q, W_K kept, 90 % of the attention on the offset) within a few %."""
+    from papers.cmhsa.experiments import transfer_kwargs
+    conv = _perturbed(timm.create_model("repro_cmhsa_3_conv", depth=1, num_classes=100), 5)
+    attn = timm.create_model("repro_cmhsa_attn", depth=1, num_classes=100)
+    conv_to_mhsa(conv, attn_model=attn, **transfer_kwargs("full", transfer))
+    x = torch.randn(4, 3, 224, 224, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        zc, za = conv(x), attn.eval()(x)
+    gap = ((za - zc).norm() / zc.norm()).item()
+    assert gap < (0.01 if transfer == "exact" else 0.05), gap
+    if transfer == "exact":
+        assert (za.argmax(1) == zc.argmax(1)).all()

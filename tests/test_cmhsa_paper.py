@@ -56,15 +56,19 @@ def test_experiments_fill_every_measured_cell_with_valid_specs(scale):
                 if col.derived:
                     continue
                 assert (table.id, row.key, col.key) in filled, (scale, table.id, row.key, col.key)
-    phase2 = [s for s in specs if s.config.get("init")]
-    assert len(phase2) == 4 * seeds  # CMHSA-3, CMHSA-5 and Figure 2's conv init with and without warm-up
+    phase2 = [s for s in specs if s.config.get("init") and s.kind == "train"]
+    assert len(phase2) == 5 * seeds  # CMHSA-3, CMHSA-5, CMHSA-3 exact, Figure 2's conv init with and without warm-up
     for s in phase2:
         src = source_spec(s)
         assert src.run_id in ids and list(ids).index(src.run_id) < list(ids).index(s.run_id)
         assert src.config["model"]["name"].startswith("repro_cmhsa_") and "_conv" in src.config["model"]["name"]
         assert s.config["init"]["fn"] == "repro.models.transfer:conv_to_mhsa"
-        assert s.config["init"]["kwargs"]["keep_qk"] is True
+        exact = s.cell["row"] == "cmhsa3_exact"
+        assert s.config["init"]["kwargs"]["keep_qk"] is not exact
+        assert (s.config["init"]["kwargs"]["scale"] == experiments.EXACT_SCALE) is exact
         assert src.config["recipe"]["epochs"] == s.config["recipe"]["epochs"] == experiments.PROTOCOL[scale]["epochs"]
+    switch = [s for s in specs if s.table == "switch"]
+    assert len(switch) == 3 * seeds and {s.cell["row"] for s in switch} == {"cmhsa3", "cmhsa5", "cmhsa3_exact"}
     single = [s for s in specs if s.table == "table1" and s.kind == "train" and s.name not in ("phase1", "phase2")]
     assert len(single) == 6 * seeds and {s.config["recipe"]["epochs"] for s in single} == {2 * experiments.PROTOCOL[scale]["epochs"]}
     warm = {s.cell["row"] + s.name: s.config["recipe"]["warmup_epochs"] for s in specs if s.table == "figure2" and s.seed == 0}

@@ -122,6 +122,11 @@ def test_second_phase_starts_from_the_first_phases_final_model(two_phase, capsys
         expected = 2 * t if name.startswith("head.weight") else t
         assert torch.equal(w2[name], expected), name
     assert second["metrics"]["history_len"] == 1 == len(second["metrics"]["history_losses"])
+    # at the switch: the source's own test top-1 (same model, same test set), the start's, the logit gap
+    m = second["metrics"]
+    assert m["switch_top1_source"] == pytest.approx(first["metrics"]["top1"], abs=1e-9)
+    assert 0 <= m["switch_top1_start"] <= 100 and m["switch_logit_gap"] > 0  # head x 2 moves the logits
+    assert "switch_logit_gap" not in first["metrics"]
 
 
 def test_dependent_resumes_without_its_source_and_refuses_unusable_sources(two_phase, capsys):

@@ -15,6 +15,11 @@ of paper.yaml, at each scale (protocol and every choice the paper leaves open: p
 Scales:
 - tiny:  CIFAR-10 (JPEG copy) at 32 px, first 100 / 50 images per class, patch 8 (192-dim tokens,
          4x4 grid), CMHSA 1 layer, baselines 2 layers, E = 3; CPU minutes.
+- cpu:   the 2-core CPU in about half an hour. CIFAR-10 (JPEG copy) at 32 px, the first 20 % of each
+         class (1,000 images: the low-data regime) and all 10,000 test images, tiny's models (CMHSA 1
+         layer), E = 5, 1 warm-up epoch, 3 seeds, two runs at a time. Table 1's CMHSA rows (the
+         baselines' DeiT augmentation is off at cpu, so their rows would not be DeiT's) plus CMHSA-3 with
+         the exact transfer, Figure 2, and the time probes.
 - small: CIFAR-10 at 32 px, patch 8, CMHSA 6 layers (9 heads of 192, FFN 768), baselines 12 layers at
          the same width, batch 128, 5 warm-up epochs, E = 50; one GPU. Defined, not run yet.
 - full:  Appendix B: CIFAR-100 at 224 px, patch 16, CMHSA 6 layers, 9 heads of size 768, FFN 3072,
@@ -24,9 +29,14 @@ from __future__ import annotations
 
 import math
 
+from papers.convit.reuse import pointer  # a cell filled from another run's record
 from repro.runs import RunSpec
 
 PAPER = "cmhsa"
+SCALES = ("tiny", "cpu", "small", "full")
+# The training claims each reduced scale is designed to resolve (tiny: none; full: all of them).
+RESOLVES = {"cpu": ("t1_two_phase_beats_single_phase", "f2_random_init_needs_warmup", "f2_conv_init_needs_no_warmup",
+                    "f2_conv_init_losses_similar", "f2_conv_init_no_warmup_final_top1")}
 TRANSFER = "repro.models.transfer:conv_to_mhsa"
 SUMMARY = ["papers.cmhsa.summary:run_summary"]
 # ViT-base as a baseline: the DeiT-base architecture without DeiT's augmentation and regularisation
@@ -40,6 +50,14 @@ PROTOCOL = {
         "small": {"patch_size": 8, "depth": 2, "embed_dim": 96, "num_heads": 6},
         "epochs": 3, "seeds": 1, "data": {"max_per_class": 100, "test_max_per_class": 50},
         "recipe": {}, "timing": {"rounds": 5, "steps": 1},
+    },
+    "cpu": {
+        "suffix": "_c32", "cmhsa": {"depth": 1},
+        "base": {"patch_size": 8, "depth": 2, "embed_dim": 192, "num_heads": 12},
+        "small": {"patch_size": 8, "depth": 2, "embed_dim": 96, "num_heads": 6},
+        "epochs": 5, "seeds": 3, "data": {"fraction": 0.2},
+        "recipe": {"warmup_epochs": 1}, "timing": {"rounds": 5, "steps": 5},
+        "table1_rows": ("cmhsa3_1st", "cmhsa5_1st", "cmhsa_2nd", "cmhsa3", "cmhsa5"),
     },
     "small": {
         "suffix": "_c32", "cmhsa": {},
@@ -60,6 +78,10 @@ LEMMA2_SCALES = (0.5, 1, 2, 4, 8, 16, 30)
 HEADS_COLUMNS = ("exact_heads", "err_exact_heads", "err_one_fewer")  # theorem1 columns of fewest_heads_row
 HEAD_BOUNDS = [("patch", 3, 3, 1), ("patch", 5, 5, 1), ("patch", 3, 8, 1), ("pixel", 3, 1, 3), ("pixel", 5, 1, 5)]
 TABLE1_COLUMNS = ("top1", "top5", "depth", "heads", "dim", "ffn", "params", "train_s", "epoch_s")
+# what the transfer kept at the switch (the engine measures it in every run started from another run)
+SWITCH_COLUMNS = {"switch_top1_conv": "switch_top1_source", "switch_top1_attn": "switch_top1_start",
+                  "switch_logit_gap": "switch_logit_gap"}
+EXACT_SCALE = 30.0  # Theorem 1's construction: W_Q = W_K = 0 and a bias scale past float32 resolution
 
 
 def bias_scale(img_size: int, patch_size: int, mass: float = 0.9) -> float:
@@ -92,8 +114,15 @@ def _train(scale: str, table: str, row: str, seed: int, name: str, model: dict, 
     return RunSpec(paper=PAPER, table=table, cell=cell, scale=scale, seed=seed, name=name, config=config)
 
 
-def transfer_kwargs(scale: str) -> dict:
-    """How the trained convolutions become attention for training (README: exactness vs trainability)."""
+def transfer_kwargs(scale: str, transfer: str = "trainable") -> dict:
+    """How the trained convolutions become attention (README: exactness vs trainability).
+
+    'trainable' (the default for training): the target's random W_Q, W_K kept and c for 90 % of each
+    head's attention on its offset; 'exact': Theorem 1's construction (W_Q = W_K = 0, c = 30)."""
+    if transfer == "exact":
+        return {"scale": EXACT_SCALE, "keep_qk": False, "bias_form": "one_hot"}
+    if transfer != "trainable":
+        raise ValueError(f"transfer={transfer!r}; choose 'trainable' or 'exact'")
     img, patch = _grid(scale)
     return {"scale": bias_scale(img, patch), "keep_qk": True, "bias_form": "one_hot"}
 
@@ -114,8 +143,34 @@ def phase1(scale: str, kernel: int, seed: int) -> RunSpec:
                   PROTOCOL[scale]["epochs"], _cell(f"cmhsa{kernel}", ("top1", "top5", "train_s", "epoch_s")))
 
 
+def phase2(scale: str, row: str, seed: int, first: RunSpec, transfer: str, table: str = "table1") -> RunSpec:
+    """The attention phase (E epochs) from ``first``'s conv model, transferred the ``transfer`` way."""
+    return _train(scale, table, row, seed, "phase2" if transfer == "trainable" else "phase2_exact",
+                  attn_model(scale), PROTOCOL[scale]["epochs"], _cell(row), init=first,
+                  init_kwargs=transfer_kwargs(scale, transfer))
+
+
+def switch(scale: str, seeds: int, t1: list[RunSpec]) -> list[RunSpec]:
+    """What each transfer keeps at the switch and where the attention phase ends: Table 1's two-phase runs
+    (trainable transfer, pointed at) and CMHSA-3 with the exact transfer (run here)."""
+    cols = {**SWITCH_COLUMNS, "top1": "top1"}
+    specs = [pointer(s, "switch", {"row": s.cell["row"], "columns": dict(cols)}, s.name)
+             for s in t1 if s.kind == "train" and s.name == "phase2"]
+    for seed in range(seeds):
+        exact = phase2(scale, "cmhsa3_exact", seed, phase1(scale, 3, seed), "exact", table="switch")
+        specs.append(RunSpec(paper=PAPER, table="switch", cell={"row": "cmhsa3_exact", "columns": dict(cols)},
+                             scale=scale, seed=seed, name=exact.name, config=exact.config))
+    return specs
+
+
+def _table1_rows(scale: str) -> tuple[str, ...] | None:
+    """Table 1's rows a scale runs (None: all of them)."""
+    return PROTOCOL[scale].get("table1_rows")
+
+
 def table1(scale: str, seeds: int) -> list[RunSpec]:
     p, e = PROTOCOL[scale], PROTOCOL[scale]["epochs"]
+    rows = _table1_rows(scale)
     specs = []
     for seed in range(seeds):
         single = [("vit_base", "vit_base", _model("repro_vit_base", p["base"]), VIT_RECIPE),
@@ -125,12 +180,12 @@ def table1(scale: str, seeds: int) -> list[RunSpec]:
                   ("cmhsa5_1st", "conv5", conv_model(scale, 5), None),
                   ("cmhsa_2nd", "attn", attn_model(scale), None)]
         for row, name, model, recipe in single:
-            specs.append(_train(scale, "table1", row, seed, name, model, 2 * e, _cell(row), recipe))
+            if rows is None or row in rows:
+                specs.append(_train(scale, "table1", row, seed, name, model, 2 * e, _cell(row), recipe))
         for kernel in (3, 5):
-            first = phase1(scale, kernel, seed)
-            specs += [first, _train(scale, "table1", f"cmhsa{kernel}", seed, "phase2", attn_model(scale), e,
-                                    _cell(f"cmhsa{kernel}"), init=first,
-                                    init_kwargs=transfer_kwargs(scale))]
+            if rows is None or f"cmhsa{kernel}" in rows:
+                first = phase1(scale, kernel, seed)
+                specs += [first, phase2(scale, f"cmhsa{kernel}", seed, first, "trainable")]
     return specs + timing(scale)
 
 
@@ -146,11 +201,12 @@ def timing(scale: str) -> list[RunSpec]:
             "cmhsa_2nd": [{"model": attn_model(scale), "epochs": 2 * e}],
             "cmhsa3": [{"model": conv_model(scale, 3), "epochs": e}, {"model": attn_model(scale), "epochs": e}],
             "cmhsa5": [{"model": conv_model(scale, 5), "epochs": e}, {"model": attn_model(scale), "epochs": e}]}
+    wanted = _table1_rows(scale)
     return [RunSpec(paper=PAPER, table="table1", cell={"row": row, "columns": {"time": "time_ratio"}}, scale=scale,
                     kind="probe", name="time",
                     config={"probe": "papers.cmhsa.timing:time_ratio", "data": dict(p["data"]),
                             "recipe": dict(p["recipe"]), "timing": {**p["timing"], "phases": phases, "reference": vit}})
-            for row, phases in rows.items()]
+            for row, phases in rows.items() if wanted is None or row in wanted]
 
 
 def figure2(scale: str, seeds: int) -> list[RunSpec]:
@@ -200,4 +256,5 @@ def theorems(scale: str) -> list[RunSpec]:
 def runs(scale: str, seeds: int | None = None) -> list[RunSpec]:
     """Every CMHSA run at a scale (``seeds`` overrides the scale's default seed count)."""
     n = seeds or PROTOCOL[scale]["seeds"]
-    return theorems(scale) + table1(scale, n) + figure2(scale, n)
+    t1 = table1(scale, n)
+    return theorems(scale) + t1 + switch(scale, n, t1) + figure2(scale, n)

@@ -24,7 +24,7 @@ from ..runs import ConfigError, RunSpec, run_dir, source_spec
 from . import checkpoint
 from .ddp import Dist, all_reduce, barrier
 from .hooks import ObjectiveStep, ProbeContext, build_losses, build_objective, probe_list, run_probes
-from .init_from import init_from_source
+from .init_from import init_from_source, switch_metrics
 from .logs import TensorBoard, summary_line, write_csv
 from .model import create_model
 from .recipe import (build_criterion, build_ema, build_mixup, build_optimizer, build_scheduler,
@@ -122,9 +122,11 @@ def train(spec: RunSpec, rt: Runtime) -> Result:
     data = build_data(cfg["data"], recipe, seed=spec.seed, rank=d.rank, world=d.world_size,
                       device=d.device, num_workers=rt.num_workers)
     model = create_model(cfg, data.num_classes).to(d.device)
-    source = source_spec(spec)
+    source, switch = source_spec(spec), {}
     if source is not None and state is None:  # a resumed run's checkpoint already holds trained weights
-        init_from_source(model, spec, data.num_classes, d.device, trained=rt.persist)
+        src_model = init_from_source(model, spec, data.num_classes, d.device, trained=rt.persist)
+        switch = switch_metrics(src_model, model, data.test, d)
+        del src_model
     losses = build_losses(cfg.get("losses"), model)
     probes = probe_list(cfg.get("probes"))
     mixup = build_mixup(recipe, data.num_classes)
@@ -160,6 +162,7 @@ def train(spec: RunSpec, rt: Runtime) -> Result:
         rngs = state["rng"]
         checkpoint.set_rng_state(rngs[d.rank] if len(rngs) == d.world_size else rngs[0])
         start_epoch, step, history, spent = state["epoch"], state["step"], state["history"], state["spent"]
+        switch = state.get("switch") or {}
     else:
         seed_all(spec.seed + d.rank)
 
@@ -271,7 +274,7 @@ def train(spec: RunSpec, rt: Runtime) -> Result:
                 "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(),
                 "ema": ema.state_dict() if ema is not None else None,
                 "objective": objective.state_dict() if objective is not None else None, "rng": rngs,
-                "history": history, "spent": spent_now})
+                "history": history, "spent": spent_now, "switch": switch})
         barrier(d)
     bar.close()
     tb.close()
@@ -279,7 +282,7 @@ def train(spec: RunSpec, rt: Runtime) -> Result:
     # ---- result
     wall_s = spent["wall_s"] + time.perf_counter() - wall0
     metrics = {"epochs": epochs, "steps": step, "steps_per_epoch": steps_per_epoch,
-               "params": sum(p.numel() for p in model.parameters()), "history": history}
+               "params": sum(p.numel() for p in model.parameters()), "history": history, **switch}
     evaluated = [r for r in history if "top1" in r]
     if evaluated:
         metrics.update({k: v for k, v in evaluated[-1].items() if k.startswith(("top", "ema_", "eval_"))})

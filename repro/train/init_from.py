@@ -11,12 +11,17 @@ source must have a ``finished`` record (a diverged run's checkpoint is not its f
 ``reproduce`` runs sources first (``with_sources``); if a source's record or checkpoint is missing
 anyway, the error says what to run or delete. Without persistence (dry runs) the source model is
 built untrained: the transfer is exercised on the real shapes, nothing is read from disk.
+
+At the switch the engine measures what the transfer kept (``switch_metrics``): both models' test
+top-1 and the relative gap between their logits, recorded as ``switch_top1_source``,
+``switch_top1_start`` and ``switch_logit_gap``.
 """
 from __future__ import annotations
 
 import torch
 
 from .. import records
+from .ddp import Dist, all_reduce
 from ..runs import RunSpec, final_checkpoint, import_object, source_spec
 from . import checkpoint
 from .model import create_model
@@ -44,8 +49,8 @@ def source_weights(source: RunSpec) -> dict:
 
 
 def init_from_source(model: torch.nn.Module, spec: RunSpec, num_classes: int, device,
-                     trained: bool = True) -> str:
-    """Apply ``spec.config['init']`` to ``model``; returns the source's run id (for provenance)."""
+                     trained: bool = True) -> torch.nn.Module:
+    """Apply ``spec.config['init']`` to ``model``; returns the source model (eval mode)."""
     source = source_spec(spec)
     init = spec.config["init"]
     fn = import_object(init["fn"])
@@ -54,4 +59,22 @@ def init_from_source(model: torch.nn.Module, spec: RunSpec, num_classes: int, de
         checkpoint.restore_module(src_model, source_weights(source), final_checkpoint(source))
     src_model.eval()
     fn(src_model, model, **(init.get("kwargs") or {}))
-    return source.run_id
+    return src_model
+
+
+@torch.no_grad()
+def switch_metrics(source: torch.nn.Module, model: torch.nn.Module, test, d: Dist) -> dict:
+    """Test top-1 (%) of the source and of the model it initialised, and ||z_model - z_source|| /
+    ||z_source|| over all test logits: how much of the source's function survived the transfer."""
+    was_training = model.training
+    model.eval()
+    sums = torch.zeros(5, dtype=torch.float64, device=d.device)  # hits source, hits start, gap^2, ref^2, n
+    for x, y in test.batches():
+        zs, zm = source(x).float(), model(x).float()
+        sums += torch.stack([(zs.argmax(1) == y).sum(), (zm.argmax(1) == y).sum(), (zm - zs).pow(2).sum(),
+                             zs.pow(2).sum(), torch.tensor(len(y), device=d.device)]).double()
+    all_reduce(sums, d)
+    model.train(was_training)
+    hs, hm, gap, ref, n = sums.tolist()
+    return {"switch_top1_source": 100 * hs / n, "switch_top1_start": 100 * hm / n,
+            "switch_logit_gap": (gap / ref) ** 0.5 if ref > 0 else float("nan")}
