@@ -70,6 +70,27 @@ def _gpsa(heads=9, grid=(5, 5), dim=36, alpha=1.0):
     return m
 
 
+def test_gpsa_attention_dropout_is_timms_one_mask_on_the_gated_map():
+    """Train mode with attention dropout: the same output as timm's GPSA at the same seed (one mask)."""
+    from timm.models.convit import GPSA as TimmGPSA
+    ours = _gpsa(heads=4, grid=(4, 4), dim=32)
+    ours.attn_drop = 0.3
+    ref = TimmGPSA(32, num_heads=4, attn_drop=0.3)
+    ref.load_state_dict(ours.state_dict())
+    ours.train(), ref.train()
+    x = torch.randn(3, 16, 32)
+    ref(x)  # timm builds its relative indices on the first call: compare from the second on
+    torch.manual_seed(7)
+    a = ref(x)
+    torch.manual_seed(7)
+    b = ours(x)
+    assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
+    torch.manual_seed(8)
+    assert not torch.allclose(ours(x), b, atol=1e-3)  # dropout is on: another seed, another mask
+    ours.eval(), ref.eval()
+    assert torch.allclose(ours(x), ref(x), atol=1e-5)
+
+
 def test_gpsa_sdpa_form_equals_explicit_form_forward_and_grad():
     m = _gpsa()
     x = torch.randn(3, 25, 36, requires_grad=True)
@@ -175,6 +196,19 @@ def test_block_norm_placements_compute_their_equations():
         assert torch.allclose(blk(x), y, atol=1e-6), norm
     with pytest.raises(ValueError, match="norm placement"):
         Block(16, Attention(16, 2), norm="sandwich")
+
+
+def test_post_ln_model_has_no_final_norm_after_its_last_block():
+    """A Post-LN stack ends in its last block's LN (Xiong et al.): no LN o LN before the head."""
+    post = timm.create_model("repro_deit_tiny_post_ln_c32", depth=2, num_classes=10).eval()
+    pre = timm.create_model("repro_deit_tiny_c32", depth=2, num_classes=10)
+    assert isinstance(post.norm, torch.nn.Identity) and isinstance(pre.norm, torch.nn.LayerNorm)
+    seen = {}
+    post.blocks[-1].register_forward_hook(lambda mod, args, out: seen.__setitem__("last", out))
+    feats = post.forward_features(torch.randn(2, 3, 32, 32))
+    assert torch.equal(feats, seen["last"])  # what the head reads is the last block's own LN output
+    n = sum(p.numel() for p in post.parameters()) - sum(p.numel() for p in pre.parameters())
+    assert n == -2 * post.embed_dim  # the final LN's weight and bias are gone, nothing else differs
 
 
 def test_circulant_fft_product_equals_dense_matrix_and_is_circulant():

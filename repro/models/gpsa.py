@@ -98,13 +98,13 @@ class GPSA(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         self._check_tokens(x.shape[1])
         q, k, v = self._qkv(x)
-        g = self.gate().view(1, -1, 1, 1).to(v.dtype)
         drop = self.attn_drop if self.training else 0.0
-        content = F.scaled_dot_product_attention(q, k, v, dropout_p=drop)
-        pos = self.positional_attention().to(v.dtype)
-        if drop:
-            pos = F.dropout(pos.expand(x.shape[0], -1, -1, -1), drop)
-        out = (1 - g) * content + g * (pos @ v)
+        if drop:  # one dropout mask on the gated map, as timm and the official code (so: materialised)
+            out = F.dropout(self._gated(q, k), drop) @ v
+        else:
+            g = self.gate().view(1, -1, 1, 1).to(v.dtype)
+            content = F.scaled_dot_product_attention(q, k, v)
+            out = (1 - g) * content + g * (self.positional_attention().to(v.dtype) @ v)
         b, _, n, _ = out.shape
         return self.proj_drop(self.proj(out.transpose(1, 2).reshape(b, n, self.dim)))
 
@@ -113,12 +113,18 @@ class GPSA(nn.Module):
         q, k, _ = self._qkv(x)
         return ((q @ k.transpose(-2, -1)) * self.scale).softmax(dim=-1)
 
+    def _gated(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """A_h of Eq. 7 from queries and keys, renormalised as the official code does."""
+        g = self.gate().view(1, -1, 1, 1).to(q.dtype)
+        attn = (1 - g) * ((q @ k.transpose(-2, -1)) * self.scale).softmax(dim=-1) \
+            + g * self.positional_attention().to(q.dtype)
+        return attn / attn.sum(dim=-1, keepdim=True)
+
     def attention_map(self, x: torch.Tensor) -> torch.Tensor:
         """The full gated attention A_h of Eq. 7, renormalised as the official code does."""
         self._check_tokens(x.shape[1])
-        g = self.gate().view(1, -1, 1, 1)
-        attn = (1 - g) * self.content_attention(x) + g * self.positional_attention()
-        return attn / attn.sum(dim=-1, keepdim=True)
+        q, k, _ = self._qkv(x)
+        return self._gated(q, k)
 
     def forward_explicit(self, x: torch.Tensor) -> torch.Tensor:
         """Reference form with the attention matrix materialised (used to test ``forward``)."""

@@ -93,7 +93,8 @@ class VisionTransformer(nn.Module):
                                 norm_layer=norm_layer, aug_paths=aug_paths, aug_mlp=aug_mlp,
                                 aug_scale=aug_scale, aug_fft=aug_fft))
         self.blocks = nn.ModuleList(blocks)
-        self.norm = norm_layer(embed_dim)
+        # Post-LN blocks already end in LN (Xiong et al. 2020 have no final LN): a second one would be LN o LN
+        self.norm = nn.Identity() if norm == "post_ln" else norm_layer(embed_dim)
         self.head_drop = nn.Dropout(drop_rate)
         self.head = nn.Linear(embed_dim, num_classes) if num_classes > 0 else nn.Identity()
         self._init_weights()
