@@ -125,7 +125,8 @@ def train(spec: RunSpec, rt: Runtime) -> Result:
     source, switch = source_spec(spec), {}
     if source is not None and state is None:  # a resumed run's checkpoint already holds trained weights
         src_model = init_from_source(model, spec, data.num_classes, d.device, trained=rt.persist)
-        switch = switch_metrics(src_model, model, data.test, d)
+        if source.config["data"].get("img_size") == cfg["data"].get("img_size"):  # else a fine-tune elsewhere
+            switch = switch_metrics(src_model, model, data.test, d)
         del src_model
     losses = build_losses(cfg.get("losses"), model)
     probes = probe_list(cfg.get("probes"))
