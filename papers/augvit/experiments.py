@@ -27,7 +27,8 @@ PAPER = "augvit"
 SCALES = ("tiny", "cpu", "small", "full")
 # The training claims each reduced scale is designed to resolve (tiny: none; full: all of them).
 RESOLVES = {"cpu": ("no_collapse", "beyond_identity", "beyond_identity_relative", "msa_shortcuts_matter_most",
-                    "mlp_shortcuts_assist", "augvit_beats_deit_reduced", "s4_bound_holds")}
+                    "mlp_shortcuts_assist", "augvit_beats_deit_reduced", "s4_bound_holds",
+                    "s6_s7_bounds_hold")}
 AUG = {"aug_paths": 2, "aug_mlp": True, "aug_scale": 0.75}  # the release: T = 2 on MSA and MLP, sums x 3/4
 # Trained models multiply the circulant matrix densely, as the release does: the same function as the FFT
 # product (tested in the core), faster at these widths. FLOPs are still counted with FFTs (probes.py).
@@ -62,7 +63,8 @@ RESAMPLE = "repro.models.resample:at_new_resolution"
 
 # table column -> record metric, the same in diversity_init and ablations (gains are derived by the report);
 # curve_v: the per-block r(Z_l)/r(Z_0), l = 1..L, of variant v (claim no_collapse checks it at every block)
-DIVERSITY_COLUMNS = {**{k: k for k in ("div_d", "div_c", "div_b", "div_a", "rel_d", "rel_b", "s4_worst")},
+DIVERSITY_COLUMNS = {**{k: k for k in ("div_d", "div_c", "div_b", "div_a", "rel_d", "rel_b", "s4_worst", "s6_worst",
+                                        "s7_worst")},
                      **{f"curve_{v}": f"ratio_{v}" for v in "dcb"}}
 TRAINED_PROBES = [{"fn": "papers.augvit.probes:trained_analysis"}]
 

@@ -25,7 +25,7 @@ from repro.probes.cost import count_macs, count_params, macs_without_attention
 from repro.train.model import create_model
 
 from . import models  # noqa: F401  (registers augvit_dense_proj)
-from .diversity import cut_shortcuts, diversity_curve, s4_bound
+from .diversity import cut_shortcuts, diversity_curve, s4_bound, s6_s7_bound
 
 # paper's variant letter -> the name cut_shortcuts gives it
 VARIANTS = {"d": "augvit_msa_mlp", "c": "augvit_msa", "b": "deit", "a": "attention_only"}
@@ -55,6 +55,10 @@ def shortcut_analysis(model: nn.Module, images: torch.Tensor) -> dict:
         out[f"{prefix}_worst"] = max(out[f"{prefix}_ratio"])
     out["s4_alpha"] = [r["alpha"] for r in rows]
     out["s4_lipschitz"] = rows[0]["lipschitz"]
+    s2 = s6_s7_bound(model, images)  # Eq. S.6 / S.7 in the supplement's AugMSA + AugMLP stack
+    for key in ("s6_ratio", "s7_ratio"):
+        out[key] = [r[key] for r in s2]
+        out[key.replace("ratio", "worst")] = max(out[key])
     return out
 
 
