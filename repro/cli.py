@@ -50,23 +50,17 @@ def _one_line(e: BaseException) -> str:
 
 def run_overrides(cfg: DictConfig) -> dict:
     """Command-line ``key=value`` overrides of run keys (model., data., recipe., ...), as a nested dict."""
-    out: dict = {}
     try:
         task = list(HydraConfig.get().overrides.task)
     except ValueError:  # not inside a Hydra app (tests calling build_specs directly)
-        return out
+        return {}
+    out = OmegaConf.create()
     for o in OverridesParser.create().parse_overrides(task):
         key = o.key_or_group
         if o.is_delete() or "." not in key or key.split(".")[0] not in RUN_KEYS:
             continue
-        value = OmegaConf.select(cfg, key)
-        value = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
-        node = out
-        *parents, leaf = key.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
-    return out
+        OmegaConf.update(out, key, OmegaConf.select(cfg, key), force_add=True)  # the composed (typed) value
+    return OmegaConf.to_container(out, resolve=True)
 
 
 def build_specs(c: dict, overrides: dict | None = None) -> list[RunSpec]:

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from omegaconf import OmegaConf
+
 from .records import read_record, record_path
 
 KINDS = ("train", "probe")
@@ -113,15 +115,10 @@ class RunSpec:
 
 
 def deep_merge(*dicts: dict) -> dict:
-    """Merge nested dicts left to right (later wins); lists and scalars are replaced, not merged."""
-    out: dict = {}
-    for d in dicts:
-        for k, v in (d or {}).items():
-            if isinstance(v, dict) and isinstance(out.get(k), dict):
-                out[k] = deep_merge(out[k], v)
-            else:
-                out[k] = copy.deepcopy(v)
-    return out
+    """Merge nested dicts left to right (later wins; lists and scalars replaced): OmegaConf.merge on plain
+    containers, without interpolation (a config value is data here, never a ${...} reference)."""
+    merged = OmegaConf.merge(*(OmegaConf.create(copy.deepcopy(d or {}), flags={"allow_objects": True}) for d in dicts))
+    return OmegaConf.to_container(merged, resolve=False)
 
 
 def smoke_scale(scale: str) -> str:

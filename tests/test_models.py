@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 from timm.models.vision_transformer import VisionTransformer as TimmViT
 
+from conftest import REPO
 import repro.models as rm
 from repro.models import GPSA, Attention, CirculantLinear, TalkingHeadsAttention, VisionTransformer
 from repro.models.blocks import Block
@@ -281,3 +282,17 @@ def test_hooks_read_attention_on_each_layers_actual_input():
         a = rec.attention(i)
         assert a.shape[:2] == (2, 4) and torch.allclose(a.sum(-1), torch.ones(()), atol=1e-5)
     assert not m.blocks[0].attn._forward_hooks
+
+
+def test_import_repro_alone_registers_every_model_and_pretrained_is_refused():
+    """A fresh interpreter: `import repro` is enough for timm.create_model; pretrained=True is one clear error."""
+    import subprocess
+    import sys
+    code = ("import timm, repro; names = timm.list_models('repro_*'); m = timm.create_model('repro_convit_small'); "
+            "print(len(names), type(m).__name__)\n"
+            "try:\n    timm.create_model('repro_deit_tiny', pretrained=True)\nexcept ValueError as e:\n    print('refused:', e)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert out.returncode == 0, out.stderr
+    first, second = out.stdout.splitlines()
+    assert int(first.split()[0]) >= 30 and first.split()[1] == "VisionTransformer"
+    assert second.startswith("refused: repro_deit_tiny: vitrepro publishes no pretrained weights")

@@ -110,3 +110,30 @@ def test_convit_table2_cells_at_every_scale():
 def test_spec_is_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         spec().seed = 3
+
+
+def test_config_merge_is_omegaconf_and_keeps_values_as_data():
+    """deep_merge is OmegaConf.merge on plain containers: nested dicts merge, lists and scalars are
+    replaced, a '${...}' string stays a string (a config value is never an interpolation here)."""
+    from repro.runs import deep_merge
+    a = {"recipe": {"lr": 1e-3, "epochs": 5}, "probes": [{"fn": "x"}], "model": {"kwargs": {"depth": 4}}}
+    b = {"recipe": {"epochs": 2}, "probes": [{"fn": "y"}], "model": {"kwargs": None}, "note": "${not.a.ref}"}
+    merged = deep_merge(a, b)
+    assert merged == {"recipe": {"lr": 1e-3, "epochs": 2}, "probes": [{"fn": "y"}], "model": {"kwargs": None},
+                      "note": "${not.a.ref}"}
+    assert a["recipe"]["epochs"] == 5 and type(merged) is dict  # inputs untouched, plain containers out
+
+
+def test_engine_seeds_with_timms_random_seed():
+    import random
+
+    import numpy as np
+    import torch
+    from timm.utils import random_seed
+
+    import repro.train.engine as engine
+    assert not hasattr(engine, "seed_all") and engine.random_seed is random_seed
+    random_seed(3, 1)  # seed + rank, for random, numpy and torch alike
+    draws = (random.random(), np.random.rand(), torch.rand(1).item())
+    random.seed(4), np.random.seed(4), torch.manual_seed(4)
+    assert draws == (random.random(), np.random.rand(), torch.rand(1).item())

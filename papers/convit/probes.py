@@ -190,14 +190,15 @@ def locality_change(config: dict) -> dict:
     the same distribution as the run's own starting point (ConViT's local init is deterministic).
     Nonlocality is measured on each layer's actual input, on the probe batch the engine uses.
     """
-    from repro.train.engine import seed_all
+    from timm.utils import random_seed
+
     from repro.train.model import create_model
 
     from .reuse import trained
 
     t = trained(config)
     images, _ = t.test.sample(int((config.get("args") or {}).get("images", 64)))
-    seed_all(t.spec.seed)
+    random_seed(t.spec.seed)
     init = create_model(t.spec.config, t.model.num_classes).to(images.device).eval()
     gpsa = len(gpsa_modules(t.model))
 

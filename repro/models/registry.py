@@ -12,8 +12,10 @@ from timm.models import register_model
 from .vit import VisionTransformer
 
 
-def _build(defaults: dict, kwargs: dict) -> VisionTransformer:
-    kwargs.pop("pretrained", None)  # no weight downloads: load weights with repro.models.from_timm
+def _build(name: str, defaults: dict, kwargs: dict, pretrained: bool = False) -> VisionTransformer:
+    if pretrained:
+        raise ValueError(f"{name}: vitrepro publishes no pretrained weights; train it (make reproduce) or load "
+                         "timm's weights into it with repro.models.from_timm(timm.create_model(..., pretrained=True))")
     kwargs.pop("pretrained_cfg", None)
     kwargs.pop("pretrained_cfg_overlay", None)
     kwargs.pop("cache_dir", None)
@@ -35,7 +37,7 @@ SIZES = {  # size -> (embed_dim, heads) for DeiT and ConViT
 
 def _register(name: str, defaults: dict, doc: str) -> None:
     def fn(pretrained: bool = False, **kwargs):
-        return _build(defaults, kwargs)
+        return _build(name, defaults, kwargs, pretrained)
     fn.__name__ = name
     fn.__doc__ = doc
     fn.__module__ = __name__

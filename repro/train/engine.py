@@ -8,14 +8,13 @@ A fresh run with ``config["init"]`` starts from another run's final model (init_
 """
 from __future__ import annotations
 
-import random
 import time
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 import torch.distributed as torch_dist
 from torch.nn.parallel import DistributedDataParallel
+from timm.utils import random_seed
 from tqdm import tqdm
 
 from ..data import build_data
@@ -52,12 +51,6 @@ class Result:
     status: str                  # finished | diverged
     metrics: dict
     provenance: dict             # wall_s, images_per_s, bf16, data, ...
-
-
-def seed_all(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
 
 
 def set_determinism(rt: Runtime) -> None:
@@ -117,7 +110,7 @@ def train(spec: RunSpec, rt: Runtime) -> Result:
     set_determinism(rt)
 
     # ---- setup
-    seed_all(spec.seed)
+    random_seed(spec.seed)
     state = checkpoint.load(ckpt_path, spec.fingerprint) if rt.persist else None
     data = build_data(cfg["data"], recipe, seed=spec.seed, rank=d.rank, world=d.world_size,
                       device=d.device, num_workers=rt.num_workers)
@@ -165,7 +158,7 @@ def train(spec: RunSpec, rt: Runtime) -> Result:
         start_epoch, step, history, spent = state["epoch"], state["step"], state["history"], state["spent"]
         switch = state.get("switch") or {}
     else:
-        seed_all(spec.seed + d.rank)
+        random_seed(spec.seed, d.rank)
 
     train_model = model if objective is None else ObjectiveStep(model, objective)
     if d.world_size > 1:
