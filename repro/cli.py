@@ -356,6 +356,11 @@ def list_runs(cfg: DictConfig) -> int:
         print(tabulate(rows, headers=["paper", "tables", "runs", "status"]))
         return 0
     specs = build_specs(c, run_overrides(cfg))
+    if c.get("resolved"):
+        for s in specs:  # what each run will use: the base, the paper's protocol and the command line merged
+            print(f"# {s.run_id}  ({s.kind}, table {s.table}, row {s.cell['row']}, seed {s.seed}, {status(s)})")
+            print(OmegaConf.to_yaml({"config": s.config}), end="")
+        return 0
     rows = []
     for s in specs:
         st = status(s)
@@ -391,6 +396,8 @@ def _prepare(args: list[str]) -> list[str]:
         raise ConfigError(f"cannot parse the command line: {' '.join(str(e).split())[:200]}") from None
     out = []
     for a in args:
+        if a == "--resolved":  # list's flag, as a Hydra override (Hydra owns the -- flags)
+            a = "resolved=true"
         key, eq, value = a.partition("=")
         if eq and key == "scale" and not multirun and value not in SCALES:
             raise ConfigError(f"unknown scale {value!r}; use one of {', '.join(SCALES)}")

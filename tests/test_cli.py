@@ -295,3 +295,19 @@ def test_shards_keep_a_probe_with_the_run_it_reads():
 def test_a_paper_without_a_scale_says_so():
     with pytest.raises(ConfigError, match="defines no runs at scale 'cpu'"):
         paper_runs("augvit", "cpu")
+
+
+def test_list_resolved_prints_the_config_each_run_uses(capsys):
+    """`list --resolved`: every run's merged config, the paper's protocol included (ConViT tiny trains on
+    the first 200 images per class, not the base config's 250); `--cfg job` says where that protocol lives."""
+    import yaml
+    assert main(["list", "paper=convit", "scale=tiny", "tables=table2", "--resolved"]) == 0
+    out = capsys.readouterr().out
+    blocks = [b for b in out.split("# ")[1:]]
+    assert len(blocks) == 10  # Table 2 at tiny: 5 fractions x 2 models, 1 seed
+    header, body = blocks[0].split("\n", 1)
+    config = yaml.safe_load(body)["config"]
+    assert header.startswith("table2-f5-deit") and config["data"]["max_per_class"] == 200
+    assert config["model"]["name"] == "repro_deit_tiny_c32" and config["recipe"]["batch_size"] == 50
+    assert main(["list", "paper=convit", "scale=tiny", "--cfg", "job"]) == 0
+    assert "papers/<paper>/experiments.py" in capsys.readouterr().out
