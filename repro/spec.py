@@ -185,6 +185,7 @@ class Figure:
     x_scale: str = "linear"
     y_scale: str = "linear"
     line: int = 0
+    x_from: str = ""   # vs_rows: dotted config path giving the x our runs used (else the paper's row x)
 
 
 @dataclass(frozen=True)
@@ -424,12 +425,13 @@ def _table(c: _Checker, m: _Map) -> Table | None:
 
 def _figure(c: _Checker, m: _Map, paper: Paper) -> Figure | None:
     what = f"figure {m.get('id')!r}"
-    if not c.keys(m, ("id", "caption", "source", "kind", "table", "series", "x_label", "y_label", "x_scale", "y_scale"),
-                  ("id", "caption", "kind", "table", "series"), what):
+    if not c.keys(m, ("id", "caption", "source", "kind", "table", "series", "x_label", "y_label", "x_scale", "y_scale",
+                      "x_from"), ("id", "caption", "kind", "table", "series"), what):
         return None
     f = Figure(id=_str(m["id"]), caption=_str(m["caption"]), source=_str(m.get("source")), kind=_str(m["kind"]),
                table=_str(m["table"]), series=[], x_label=_str(m.get("x_label")), y_label=_str(m.get("y_label")),
-               x_scale=_str(m.get("x_scale")) or "linear", y_scale=_str(m.get("y_scale")) or "linear", line=m.line)
+               x_scale=_str(m.get("x_scale")) or "linear", y_scale=_str(m.get("y_scale")) or "linear", line=m.line,
+               x_from=_str(m.get("x_from")))
     for axis in ("x_scale", "y_scale"):
         if getattr(f, axis) not in AXIS_SCALES:
             c.problem(m.key_lines[axis], f"{what}: {axis} {getattr(f, axis)!r} is not one of {AXIS_SCALES}")

@@ -177,3 +177,36 @@ def test_committed_report_reads_in_chromium(paper, tmp_path):
     index = (REPO / "results" / "index.html").read_text()
     targets = re.findall(rf'href="{paper}/report\.html#([^"]+)"', index)
     assert targets and set(targets) <= ids
+
+
+NETWORK_HARNESS = """<!DOCTYPE html><html><body>
+<iframe id="f" src="{src}" style="width:1200px;height:900px;border:0"></iframe>
+<script>
+document.getElementById("f").addEventListener("load", () => {{
+  const win = document.getElementById("f").contentWindow;
+  const out = document.createElement("pre");
+  out.id = "result";
+  out.textContent = JSON.stringify(win.performance.getEntriesByType("resource").map(e => e.name));
+  document.body.appendChild(out);
+}});
+</script></body></html>"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("paper", ["convit", "cmhsa", "oversmoothing", "augvit", "respostln"])
+def test_committed_notebook_html_needs_no_network(paper, tmp_path):
+    """notebook.html opens offline: no script or stylesheet from a CDN in the page, and Chromium, with every
+    host name made unresolvable, requests nothing but the file itself and inline data."""
+    page = REPO / "results" / paper / "notebook.html"
+    text = page.read_text()
+    assert not re.search(r'<(script|link)[^>]+(src|href)="https?://', text)
+    exe = _chromium()
+    harness = tmp_path / "harness.html"
+    harness.write_text(NETWORK_HARNESS.format(src=page.resolve().as_uri()))
+    dom = _run(exe, tmp_path / "profile", "--allow-file-access-from-files", "--virtual-time-budget=15000",
+               "--host-resolver-rules=MAP * ~NOTFOUND", "--dump-dom", harness.as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    found = re.search(r'<pre id="result">(.*?)</pre>', dom.stdout, re.S)
+    assert found, dom.stdout[-2000:]
+    requested = json.loads(html.unescape(found.group(1)))
+    assert [u for u in requested if not u.startswith(("file:", "data:", "blob:"))] == []

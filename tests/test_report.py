@@ -388,3 +388,81 @@ def test_cells_a_scale_never_runs_are_not_offered_a_command(tmp_path):
     text = "\n".join(markdown.view_lines(cmp, view))
     assert "Not run: 1 cell(s). Fill them with `make reproduce PAPER=toy SCALE=full TABLES=size`." in text
     assert "Not run at scale `full`: 5 cell(s) that this scale's experiments do not define" in text
+
+
+# ------------------------------------------------------------------ figures that read, notebooks that run
+
+def _drawn(tmp_path, figure_id, yaml_edit=None):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from repro.report import figures
+    papers, results = make_toy(tmp_path)
+    if yaml_edit:
+        path = papers / "toy" / "paper.yaml"
+        path.write_text(yaml_edit(path.read_text()))
+    paper = load_paper(papers / "toy" / "paper.yaml")
+    cmp = compare(paper, *load_records("toy", root=results))
+    mpl = figures.draw(cmp, next(f for f in paper.figures if f.id == figure_id), "full")
+    FigureCanvasAgg(mpl).draw()
+    return mpl, mpl.axes[0]
+
+
+def test_figures_have_integer_counts_distinct_series_outside_legends_and_say_what_they_show(tmp_path):
+    _, ax = _drawn(tmp_path, "curve")
+    lo, hi = ax.get_xlim()
+    ticks = [t for t in ax.get_xticks() if lo <= t <= hi]
+    assert ticks and all(float(t).is_integer() for t in ticks)  # layers are counts: no "layer 1.25"
+    title = ax.get_title()
+    assert "norm per layer" in title and "scale full" in title and "CIFAR-10 (32 px, synthetic)" in title
+    _, ax = _drawn(tmp_path / "b", "frac")
+    lines = [ln for ln in ax.get_lines() if ln.get_label() and not ln.get_label().startswith("_")]
+    styles = {(ln.get_marker(), ln.get_linestyle()) for ln in lines}
+    assert len(lines) >= 2 and len(styles) == len(lines)  # every series tells itself apart
+    legend = ax.get_legend()
+    assert legend.get_window_extent().x0 >= ax.get_window_extent().x1  # beside the axes, not over data
+
+
+def test_vs_rows_axis_shows_the_values_our_runs_used(tmp_path):
+    """x_from: our points sit at the x in the runs' configs (here the image size, 32), not the paper's."""
+    _, ax = _drawn(tmp_path, "frac", lambda t: t.replace("kind: vs_rows, table: t, x_scale: log,",
+                                                           "kind: vs_rows, table: t, x_from: data.img_size,"))
+    measured = [c for c in ax.containers if "(measured)" in str(c.get_label())]
+    assert measured and all(set(c.lines[0].get_xdata()) == {32.0} for c in measured)
+    assert "32" in [t.get_text() for t in ax.get_xticklabels()]
+
+
+def test_figures_are_written_as_png_and_svg(tmp_path):
+    papers, results = make_toy(tmp_path)
+    build_report("toy", papers_dir=papers, results_dir=results, notebook_execute=None)
+    figs = results / "toy" / "figures"
+    pngs = sorted(p.stem for p in figs.glob("*.png"))
+    assert pngs and pngs == sorted(p.stem for p in figs.glob("*.svg"))
+    svg = (figs / f"{pngs[0]}.svg").read_text()
+    assert svg.lstrip().startswith("<?xml") and "<svg" in svg
+
+
+def test_notebook_finds_its_paper_from_its_own_folder_and_from_the_root(monkeypatch):
+    """The committed notebook's cells run where `jupyter nbconvert --execute` runs them (results/<id>/) and
+    from the repository root; its cells.csv cell gives a DataFrame."""
+    nb = nbformat.read(REPO / "results" / "convit" / "report.ipynb", as_version=4)
+    code = [c.source for c in nb.cells if c.cell_type == "code"]
+    assert "ReportView('convit')" in code[0] and "pd.read_csv(report.cells_csv)" in "\n".join(code)
+    for where in (REPO / "results" / "convit", REPO):
+        monkeypatch.chdir(where)
+        namespace: dict = {}
+        exec(code[0], namespace)  # noqa: S102 - the committed notebook's own cell
+        cells_cell = next(c for c in code if "read_csv" in c)
+        exec(cells_cell, namespace)  # noqa: S102
+        cells = namespace["cells"]
+        assert len(cells) > 100 and {"table", "row", "scale", "mean", "paper_value"} <= set(cells.columns)
+
+
+@pytest.mark.slow
+def test_jupyter_executes_the_committed_notebook_from_its_folder(tmp_path):
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--execute", "report.ipynb",
+                          "--output", str(tmp_path / "nb.html")], cwd=REPO / "results" / "convit",
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "Traceback" not in (tmp_path / "nb.html").read_text()

@@ -144,11 +144,15 @@ def _greater(a: list, b: list, rhs_const: bool, alpha: float, exact: bool = Fals
     head = f"{_fmt(ma)} vs {_fmt(mb)}: effect {ma - mb:+.3g}, {res}"
     if few:
         return INCONCLUSIVE, f"{head}; leans {_lean(ma, mb)}, n={len(a)} vs {nb} < {MIN_SEEDS} seeds", "lean", mde
-    if np.std(a) == 0 and (rhs_const or np.std(b) == 0):
+    if _flat(a) and (rhs_const or _flat(b)):  # a t statistic of rounding noise would mean nothing
         verdict = HOLDS if ma > mb else FAILS if ma < mb else INCONCLUSIVE
         return verdict, f"{head}; no spread across seeds (n={len(a)} vs {nb})", "exact", mde
-    if rhs_const:
-        test = lambda alt: stats.ttest_1samp(a, b[0], alternative=alt)  # noqa: E731
+    if rhs_const or _flat(b):  # one side without spread (a constant, e.g. a gate at its init): one-sample
+        test = lambda alt: stats.ttest_1samp(a, mb, alternative=alt)  # noqa: E731
+        name, method = "one-sample t", "t1samp"
+    elif _flat(a):  # the same from the other side: a - b > 0 is b below a's value
+        flip = {"greater": "less", "less": "greater"}
+        test = lambda alt: _negated(stats.ttest_1samp(b, ma, alternative=flip[alt]))  # noqa: E731
         name, method = "one-sample t", "t1samp"
     else:
         test = lambda alt: stats.ttest_ind(a, b, equal_var=False, alternative=alt)  # noqa: E731
@@ -156,6 +160,17 @@ def _greater(a: list, b: list, rhs_const: bool, alpha: float, exact: bool = Fals
     g, l_ = test("greater"), test("less")
     verdict = HOLDS if g.pvalue < alpha else FAILS if l_.pvalue < alpha else INCONCLUSIVE
     return verdict, f"{head}; one-sided {name}={g.statistic:.2f}, p={g.pvalue:.3g} (n={len(a)} vs {nb})", method, mde
+
+
+def _negated(result):
+    """A t-test result with the statistic's sign turned (b's test reported as a - b)."""
+    return type("T", (), {"statistic": -result.statistic, "pvalue": result.pvalue})()
+
+
+def _flat(values: list) -> bool:
+    """No spread across seeds beyond float rounding (relative 1e-9)."""
+    v = np.asarray(values, dtype=float)
+    return float(np.ptp(v)) <= 1e-9 * max(1.0, float(np.max(np.abs(v))))
 
 
 def _bound(a: list, b: list) -> tuple[str, str, str]:

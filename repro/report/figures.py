@@ -16,11 +16,22 @@ from pathlib import Path
 
 import numpy as np
 from matplotlib.figure import Figure as MplFigure
+from matplotlib.ticker import MaxNLocator
 
 from repro.report.compare import MEASURED, Comparison, reproduce_command
+from repro.report.provenance import data_label
 from repro.spec import Figure
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+MARKERS = ("o", "s", "^", "D", "v", "P")      # with line styles, series stay apart where they overlap
+LINESTYLES = ("-", "--", "-.", ":")
+
+
+def _style(i: int) -> dict:
+    """Colour, marker and dash per series; later series drawn thinner and smaller, so one that lies
+    exactly on an earlier one still shows inside it."""
+    return {"color": COLORS[i % len(COLORS)], "marker": MARKERS[i % len(MARKERS)],
+            "ls": LINESTYLES[i % len(LINESTYLES)], "lw": max(1.0, 3.0 - 0.5 * i), "ms": max(3.0, 7.0 - i)}
 
 
 @dataclass
@@ -60,7 +71,8 @@ def _curves(ax, cmp: Comparison, fig: Figure, scale: str) -> int:
         arrays = _arrays(cmp, fig, s, scale)
         if not arrays:
             continue
-        color = COLORS[i % len(COLORS)]
+        style = _style(i)
+        color = style["color"]
         stack = np.stack(arrays)                      # runs x steps (x heads)
         if stack.ndim == 3:                           # per head: thin lines of the seed mean
             heads = stack.mean(axis=0)
@@ -69,12 +81,13 @@ def _curves(ax, cmp: Comparison, fig: Figure, scale: str) -> int:
                 ax.plot(x, heads[:, h], color=color, lw=0.7, alpha=0.35)
             stack = stack.mean(axis=2)
         mean, x = stack.mean(axis=0), np.arange(1, stack.shape[1] + 1)
-        ax.plot(x, mean, color=color, lw=2, marker="o", ms=3, label=f"{s.label} (n={len(arrays)})")
+        ax.plot(x, mean, mfc="white", label=f"{s.label} (n={len(arrays)})", **style)
         if len(arrays) > 1:
             std = stack.std(axis=0, ddof=1)
             ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.2, lw=0)
         drawn += 1
     ax.set_xlabel(fig.x_label or ("layer" if fig.kind == "per_layer" else "epoch"))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # layers and epochs are counts
     return drawn
 
 
@@ -85,29 +98,48 @@ def _like_for_like(cmp: Comparison, fig: Figure, scale: str) -> bool:
     return bool(cells) and all(c.like_for_like for c in cells)
 
 
+def _run_x(cmp: Comparison, fig: Figure, scale: str, row, column: str) -> float | None:
+    """The x a row's runs actually used (``x_from``: a dotted path in their config), when they agree."""
+    values = set()
+    for rec, _ in cmp.runs(scale, fig.table, row.key, column):
+        node = rec.get("config") or {}
+        for part in fig.x_from.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        values.add(node)
+    return float(values.pop()) if len(values) == 1 and isinstance(next(iter(values)), (int, float)) else None
+
+
 def _vs_rows(ax, cmp: Comparison, fig: Figure, scale: str, ours: bool = True, paper: bool = True) -> int:
-    """Measured means (± std) and/or the paper's printed values against the rows' x; returns series drawn."""
+    """Measured means (± std) and/or the paper's printed values against the rows' x; returns series drawn.
+    With ``x_from`` our points sit at the x our runs used (e.g. 0-3 GPSA layers of 4, not the paper's 0-9 of 12)."""
     view = cmp.view(fig.table, scale)
     table = cmp.paper.table(fig.table)
     rows = [r for r in table.measured_rows if r.x is not None]
-    drawn = 0
+    drawn, ticks = 0, {}
     for i, s in enumerate(fig.series):
-        color = COLORS[i % len(COLORS)]
+        style = _style(i)
         printed = [(r.x, r.values[s.column].value) for r in rows
                    if s.column in r.values and r.values[s.column].reported]
         if paper and printed:
-            ax.plot(*zip(*printed), ls="--", marker="o", mfc="none", color=color, alpha=0.6, label=f"{s.label} (paper)")
+            ax.plot(*zip(*printed), alpha=0.6, mfc="none", label=f"{s.label} (paper)", **{**style, "ls": "--"})
             drawn += not ours
-        cells = [(r.x, view.cells[(r.key, s.column)]) for r in rows] if view and ours else []
-        pts = [(x, c.mean, c.std or 0.0) for x, c in cells if c.status == MEASURED and c.mean is not None]
+            ticks.update({r.x: r.label for r in rows})
+        cells = [(r, view.cells[(r.key, s.column)]) for r in rows] if view and ours else []
+        pts = []
+        for r, c in cells:
+            if c.status != MEASURED or c.mean is None:
+                continue
+            x = _run_x(cmp, fig, scale, r, s.column) if fig.x_from else r.x
+            pts.append((x if x is not None else r.x, c.mean, c.std or 0.0))
+            ticks[pts[-1][0]] = f"{pts[-1][0]:g}" if fig.x_from and x is not None else r.label
         if pts:
             xs, ms, ss = map(np.asarray, zip(*pts))
-            ax.errorbar(xs, ms, yerr=ss, color=color, marker="s", lw=2, capsize=3, label=f"{s.label} (measured)")
+            ax.errorbar(xs, ms, yerr=ss, capsize=3, label=f"{s.label} (measured)", **style)
             drawn += 1
     ax.set_xlabel(fig.x_label or "x")
     if fig.x_scale == "log":
         ax.set_xscale("log")
-    ax.set_xticks([r.x for r in rows], [r.label for r in rows], minor=False)  # the paper's own row labels
+    ax.set_xticks(list(ticks), list(ticks.values()), minor=False)  # the paper's row labels, or our runs' x
     ax.minorticks_off()
     return drawn
 
@@ -118,10 +150,18 @@ def _finish(ax, fig: Figure, title: str) -> None:
     if fig.y_scale == "log":  # e.g. a collapse to 1e-8 next to values near 1
         ax.set_yscale("log")
     ax.set_ylabel(fig.y_label)
-    ax.set_title(title, fontsize=10)
+    ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:  # beside the axes, never over the data
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False)
+
+
+def _title(cmp: Comparison, fig: Figure, scale: str) -> str:
+    """What is plotted, from which runs: the caption, then scale and data of the records behind it."""
+    data = sorted({data_label(rec.get("config") or {}) for rec in cmp.records
+                   if rec.get("scale") == scale and rec.get("table") == fig.table and rec.get("config")})
+    where = f"ours at scale {scale}" + (f", {', '.join(data)}" if data else "")
+    return "\n".join(textwrap.wrap(fig.caption, 70)[:2] + [where])
 
 
 def draw(cmp: Comparison, fig: Figure, scale: str | None) -> MplFigure | None:
@@ -129,9 +169,12 @@ def draw(cmp: Comparison, fig: Figure, scale: str | None) -> MplFigure | None:
     follow another protocol than the paper's gets two panels: the paper's values never share our axis."""
     if scale is None:
         return None
-    split = fig.kind == "vs_rows" and not _like_for_like(cmp, fig, scale)
-    mpl = MplFigure(figsize=(10.4, 3.8) if split else (6.4, 3.8))
-    mpl.subplots_adjust(left=0.08 if split else 0.12, right=0.97, top=0.91, bottom=0.14, wspace=0.25)
+    printed = fig.kind == "vs_rows" and any(s.column in r.values and r.values[s.column].reported
+                                             for s in fig.series for r in cmp.paper.table(fig.table).rows)
+    split = printed and not _like_for_like(cmp, fig, scale)  # the paper's values get their own panel
+    mpl = MplFigure(figsize=(12.4, 4.2) if split else (8.0, 4.2))
+    mpl.subplots_adjust(left=0.08 if split else 0.1, right=0.78 if not split else 0.85, top=0.84, bottom=0.14,
+                        wspace=0.9)
     axes = mpl.subplots(1, 2) if split else [mpl.subplots()]
     if fig.kind != "vs_rows":
         drawn = _curves(axes[0], cmp, fig, scale)
@@ -139,7 +182,7 @@ def draw(cmp: Comparison, fig: Figure, scale: str | None) -> MplFigure | None:
         drawn = _vs_rows(axes[0], cmp, fig, scale, paper=not split)
     if not drawn:
         return None
-    _finish(axes[0], fig, f"{fig.id} - ours, scale: {scale}" if split else f"{fig.id} - scale: {scale}")
+    _finish(axes[0], fig, _title(cmp, fig, scale))
     if split:
         _vs_rows(axes[1], cmp, fig, scale, ours=False)
         protocol = cmp.paper.table(fig.table).protocol or cmp.paper.protocol or "the paper's protocol"
@@ -154,8 +197,18 @@ def png_bytes(mpl: MplFigure) -> bytes:
     return buf.getvalue()
 
 
+def svg_bytes(mpl: MplFigure) -> bytes:
+    """The same figure as SVG (scales for print and zoom), with fixed ids and no date: reproducible bytes."""
+    import matplotlib
+
+    buf = io.BytesIO()
+    with matplotlib.rc_context({"svg.hashsalt": "vitrepro"}):
+        mpl.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
+    return buf.getvalue()
+
+
 def render_all(cmp: Comparison, out_dir: Path) -> list[RenderedFigure]:
-    """Write figures/<id>-<scale>.png for every figure and scale that has data; say what is missing."""
+    """Write figures/<id>-<scale>.png and .svg for every figure and scale that has data; say what is missing."""
     out = []
     for fig in cmp.paper.figures:
         for scale in cmp.scales or [None]:
@@ -171,5 +224,6 @@ def render_all(cmp: Comparison, out_dir: Path) -> list[RenderedFigure]:
             path = Path(out_dir) / f"{fig.id}-{scale}.png"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(png_bytes(mpl))
+            path.with_suffix(".svg").write_bytes(svg_bytes(mpl))
             out.append(RenderedFigure(fig, scale, path))
     return out

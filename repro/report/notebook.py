@@ -59,14 +59,41 @@ class _Png:
         return self._text
 
 
-class ReportView:
-    """A paper's comparison and claim verdicts, rebuilt from its records, for use in a notebook."""
+def find_root(paper_id: str, start: Path | None = None) -> Path:
+    """The checkout holding papers/<paper_id>/paper.yaml: the working directory or a parent of it (a
+    notebook runs from results/<id>/), else the one this package was installed from."""
+    here = Path(start or Path.cwd()).resolve()
+    for folder in (here, *here.parents, _CODE_DIR.parents[1]):
+        if (folder / "papers" / paper_id / "paper.yaml").is_file():
+            return folder
+    raise FileNotFoundError(f"no papers/{paper_id}/paper.yaml in {here} or its parents: open the notebook "
+                            "inside a vitrepro checkout, or pass papers_dir= and results_dir=")
 
-    def __init__(self, paper_id: str, papers_dir: str | Path = "papers", results_dir: str | Path = "results"):
-        self.paper = load_paper(Path(papers_dir) / paper_id / "paper.yaml")
-        records, bad = load_records(paper_id, root=Path(results_dir))
+
+class ReportView:
+    """A paper's comparison and claim verdicts, rebuilt from its records, for use in a notebook.
+
+    Without ``papers_dir`` / ``results_dir`` both are found from the checkout (``find_root``), so the same
+    cells run from the repository root and from results/<id>/.
+    """
+
+    def __init__(self, paper_id: str, papers_dir: str | Path | None = None, results_dir: str | Path | None = None):
+        root = find_root(paper_id) if papers_dir is None or results_dir is None else None
+        papers_dir = Path(papers_dir) if papers_dir is not None else root / "papers"
+        self.results_dir = Path(results_dir) if results_dir is not None else root / "results"
+        self.paper = load_paper(papers_dir / paper_id / "paper.yaml")
+        records, bad = load_records(paper_id, root=self.results_dir)
         self.cmp = compare(self.paper, records, bad)
         self.verdicts = judge_all(self.cmp)
+
+    @property
+    def cells_csv(self):
+        """results/<id>/cells.csv (one row per table cell and scale), or the same rows rebuilt from the
+        records when the report has not written it: either way, input for ``pandas.read_csv``."""
+        from repro.report.build import cell_rows, cells_csv
+
+        path = self.results_dir / self.paper.id / "cells.csv"
+        return path if path.is_file() else io.StringIO(cells_csv(cell_rows(self.cmp)))
 
     def _repr_html_(self) -> str:
         problems = "".join(f"<li>{markupsafe.escape(p)}</li>" for p in self.cmp.problems)
@@ -118,6 +145,16 @@ def _rel(path: Path) -> str:
         return str(path)
 
 
+def _view_call(paper_id: str, papers_dir: Path, results_dir: Path) -> str:
+    """The notebook's first line of code: the checkout's own papers/ and results/ are found from wherever it
+    runs (its folder or the repository root); folders elsewhere are spelled out."""
+    root = _CODE_DIR.parents[1].resolve()
+    if Path(papers_dir).resolve() == root / "papers" and Path(results_dir).resolve() == root / "results":
+        return f"report = ReportView({paper_id!r})  # finds papers/ and results/ from here up\nreport"
+    return (f"report = ReportView({paper_id!r}, papers_dir={str(Path(papers_dir).resolve())!r}, "
+            f"results_dir={str(Path(results_dir).resolve())!r})\nreport")
+
+
 _LINK = re.compile(r"\[([^\]]*)\]\(([^)]*)\)")
 
 
@@ -138,10 +175,22 @@ def make_notebook(view: ReportView, papers_dir: Path, results_dir: Path) -> nbfo
     cells = [md(f"# {esc(p.title)}\n\nExplore the reproduction: every cell rebuilds the comparison from the records "
                 f"in `{_rel(results_dir)}/{p.id}/`. Edit and rerun freely; the report itself is rebuilt with "
                 f"`python -m repro.report --paper {p.id}`."),
-             code("from repro.report.notebook import ReportView\n\n"
-                  f"report = ReportView({p.id!r}, papers_dir={_rel(papers_dir)!r}, results_dir={_rel(results_dir)!r})\n"
-                  "report"),
-             md("## Claims"), code("report.claims()")]
+             code("from repro.report.notebook import ReportView\n\n" + _view_call(p.id, papers_dir, results_dir)),
+             md("## Claims"), code("report.claims()"),
+             md("## Every cell as a DataFrame\n\n`cells.csv` holds one row per table cell and scale: the paper's "
+                "value, our mean, sd and seed count, whether the protocols match (`like_for_like`) and the delta "
+                "where they do."),
+             code("import pandas as pd\n\n"
+                  "cells = pd.read_csv(report.cells_csv)\n"
+                  "cells.groupby([\"scale\", \"status\"]).size().unstack(fill_value=0)"),
+             code("# how many cells each scale measured, and how\n"
+                  "counts = cells.groupby([\"scale\", \"status\"]).size().unstack(fill_value=0)\n"
+                  "if counts.empty:\n"
+                  "    print(\"no cells measured or scheduled yet\")\n"
+                  "else:\n"
+                  "    ax = counts.plot.barh(stacked=True, figsize=(7, 0.5 * len(counts) + 1.5))\n"
+                  "    ax.set_xlabel(\"table cells\"); ax.set_ylabel(\"scale\")\n"
+                  "    ax.set_title(f\"{report.paper.id}: cells per scale and status\")")]
     for t in p.tables:
         cells.append(md(f"## {esc(t.id)}: {esc(t.caption)}\n\nSource: {esc(t.source)}"))
         cells += [code(f"report.table({t.id!r}, scale={v.scale!r})") for v in view.cmp.views if v.table is t]
@@ -208,21 +257,31 @@ def run_kernel(nb: nbformat.NotebookNode, km=None, timeout: int = 300) -> None:
     """
     from nbconvert.preprocessors import ExecutePreprocessor
 
+    if km is None:
+        with kernel_session() as own:
+            return run_kernel(nb, own, timeout)
     ExecutePreprocessor(timeout=timeout, kernel_name="python3").preprocess(
         nb, {"metadata": {"path": os.getcwd()}}, km=km)
 
 
 @contextlib.contextmanager
 def kernel_session():
-    """One kernel for every notebook built inside the block: its start-up and imports are paid once."""
+    """One kernel for every notebook built inside the block: its start-up and imports are paid once.
+
+    The kernel's own stderr goes nowhere: it only ever says that a local kernel talks over TCP (a cell's
+    errors reach the notebook's outputs, and a kernel that fails makes the build fall back to inline).
+    """
     if not kernel_available():
         yield None
         return
+    import subprocess
+
     from jupyter_client.manager import AsyncKernelManager
     from jupyter_core.utils import run_sync
 
     km = AsyncKernelManager(kernel_name="python3")
     try:
+        run_sync(km.start_kernel)(stderr=subprocess.DEVNULL, cwd=os.getcwd())
         yield km
     finally:
         if km.has_kernel:
@@ -292,6 +351,7 @@ def build(paper_id: str, papers_dir: Path, results_dir: Path, execute: str = "au
     nbformat.write(nb, ipynb)
     from nbconvert import HTMLExporter
 
-    body, _ = HTMLExporter().from_notebook_node(nb)
+    offline = _CODE_DIR / "templates" / "notebook_offline.html.j2"  # no CDN scripts (template's note)
+    body, _ = HTMLExporter(template_file=str(offline)).from_notebook_node(nb)
     page.write_text(body, encoding="utf-8")
     return [ipynb, page]
