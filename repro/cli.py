@@ -204,6 +204,8 @@ def reproduce(cfg: DictConfig) -> int:
         if status[s.run_id] == "finished":
             finished.setdefault(s.fingerprint, s.run_id)
     force = bool(c.get("force"))
+    todo = [s.run_id for s in specs if force or status[s.run_id] not in DONE]  # what this command will run
+    took: list[float] = []  # wall seconds of each run this command executed
     for i, s in enumerate(specs, 1):
         tag, st = f"[{i}/{len(specs)}]", status[s.run_id]
         if st in DONE and not force:
@@ -221,7 +223,10 @@ def reproduce(cfg: DictConfig) -> int:
                 who = locks.owner(run_dir(s) / locks.LOCK_NAME) or {}
                 say(f"{tag} skip {s.run_id}: another process holds it (pid {who.get('pid')} on {who.get('host')})")
                 continue
-            rec = _run_one(s, tag, rt, say, force)
+            left = len(todo) - len(took)
+            t0 = time.monotonic()
+            rec = _run_one(s, tag, rt, say, force, eta(took, left))
+            took.append(time.monotonic() - t0)
         if rec is None:
             failures += 1
         elif rec["status"] == "finished":
@@ -232,7 +237,21 @@ def reproduce(cfg: DictConfig) -> int:
     return 1 if failures else 0
 
 
-def _run_one(s: RunSpec, tag: str, rt, say, force: bool) -> dict | None:
+def eta(took: list[float], left: int) -> str:
+    """'run k of n to go, ETA ...' from the runs this command finished (their mean wall time)."""
+    if not took:
+        return f"{left} run(s) to go"
+    mean = sum(took) / len(took)
+    return f"{left} run(s) to go, ETA {_duration(mean * left)} (mean {_duration(mean)} per run so far)"
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else \
+        f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def _run_one(s: RunSpec, tag: str, rt, say, force: bool, progress: str = "") -> dict | None:
     """Run one spec under its lock; None when it crashed (recorded as failed, the others go on)."""
     st = record_status(s)  # again, under the lock: another process may have finished it meanwhile
     if st in DONE and not force:
@@ -242,7 +261,7 @@ def _run_one(s: RunSpec, tag: str, rt, say, force: bool) -> dict | None:
         (run_dir(s) / "last.pt").unlink(missing_ok=True)
         st = "not run"
     say(f"{tag} {'resume' if st == 'partial' else 'run'} {s.run_id} ({s.kind} {s.table}/{s.cell['row']} "
-        f"seed {s.seed})", flush=True)
+        f"seed {s.seed}){'; ' + progress if progress else ''}", flush=True)
     try:
         rec = execute(s, rt)
     except BAD_INPUT:

@@ -311,3 +311,17 @@ def test_list_resolved_prints_the_config_each_run_uses(capsys):
     assert config["model"]["name"] == "repro_deit_tiny_c32" and config["recipe"]["batch_size"] == 50
     assert main(["list", "paper=convit", "scale=tiny", "--cfg", "job"]) == 0
     assert "papers/<paper>/experiments.py" in capsys.readouterr().out
+
+
+def test_each_run_line_says_how_many_remain_and_the_eta(dirs, capsys):
+    """Progress over the whole command: every run line counts the runs to go; from the second run on it
+    gives an ETA from the runs already finished; a rerun that skips everything runs nothing."""
+    pid = dirs["pid"]
+    assert main(["reproduce", *fast_args(pid, "seeds=2")]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if "] run " in ln]
+    assert len(lines) >= 2
+    total = len(lines)
+    assert f"{total} run(s) to go" in lines[0] and "ETA" not in lines[0]
+    assert all(f"{total - k} run(s) to go, ETA " in ln for k, ln in enumerate(lines) if k > 0)
+    assert main(["reproduce", *fast_args(pid, "seeds=2")]) == 0
+    assert "] run " not in capsys.readouterr().out

@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 import pytest
+import timm
 from PIL import Image
 
 from repro import locks, records
@@ -23,7 +24,7 @@ from repro.report.compare import INVALID, compare
 from repro.report.notebook import md_text
 from repro.spec import Ref, load_paper
 
-from conftest import fast_args, subprocess_env
+from conftest import REPO, fast_args, subprocess_env
 from test_cli import one_line_error, snapshot
 
 CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
@@ -180,3 +181,17 @@ def test_zoo_unknown_paper_is_exit_2(capsys):
 def test_only_http_links_survive_in_notebook_text():
     text = md_text("see [this](javascript:alert(1)) and [that](https://arxiv.org/abs/2103.10697) <b>")
     assert "](javascript" not in text and "[that](https://arxiv.org/abs/2103.10697)" in text and "<b>" not in text
+
+
+def test_zoo_covers_every_paper_builds_on_meta_and_shows_progress(capsys, tmp_path):
+    """make zoo: every paper's models, counted from shapes (meta device: no weights allocated, so the
+    whole zoo takes seconds), with a progress line on stderr; counts equal a real build's."""
+    papers = {p.parent.name for p in (REPO / "papers").glob("*/paper.yaml")}
+    assert {r["paper"] for r in zoo.load_rows()} == papers
+    row = next(r for r in zoo.load_rows("augvit") if r["row"] == "Aug-ViT-S")
+    real = timm.create_model(row["model"], img_size=row["res"])
+    assert zoo.measure_row(row)["params"] == sum(p.numel() for p in real.parameters())
+    assert zoo.main(["--paper", "respostln", "--json", str(tmp_path / "zoo.json")]) == 0
+    captured = capsys.readouterr()
+    assert "measuring the zoo" in captured.err and "3/3" in captured.err
+    assert "Res-Post-LN" in captured.out

@@ -14,8 +14,10 @@ import sys
 from pathlib import Path
 
 import timm
+import torch
 import yaml
 from tabulate import tabulate
+from tqdm import tqdm
 
 from .. import spec
 from ..probes.cost import count_macs, count_params, macs_without_attention
@@ -36,8 +38,9 @@ def agrees(measured: float, printed, convention: str = "round") -> bool | None:
 
 
 def measure_row(row: dict) -> dict:
-    """Build the row's model and measure it (a few seconds per model on CPU)."""
-    model = timm.create_model(row["model"], img_size=row["res"], **row.get("kwargs", {}))
+    """Build the row's model on the meta device (shapes only, no weights) and count it: well under a second."""
+    with torch.device("meta"):
+        model = timm.create_model(row["model"], img_size=row["res"], **row.get("kwargs", {}))
     macs, by_op = count_macs(model, row["res"], by_op=True)
     attn = next((m.attn for m in getattr(model, "blocks", []) if hasattr(m.attn, "num_heads")), None)
     out = {"heads": attn.num_heads if attn is not None else None, "dim": model.embed_dim,
@@ -70,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         known = sorted({r["paper"] for r in load_rows()})
         print(f"error: no zoo rows for paper {args.paper!r}; papers with rows: {', '.join(known)}", file=sys.stderr)
         return 2
-    for r in rows:
+    for r in tqdm(rows, desc="measuring the zoo", unit="model", file=sys.stderr, dynamic_ncols=True):
         m = r["measured"] = measure_row(r)
         table.append([r["paper"], r["row"], r["model"], r["res"], f"{m['heads']} / {r.get('heads', '-')}",
                       f"{m['dim']} / {r.get('dim', '-')}",
