@@ -143,10 +143,12 @@ def phase1(scale: str, kernel: int, seed: int) -> RunSpec:
                   PROTOCOL[scale]["epochs"], _cell(f"cmhsa{kernel}", ("top1", "top5", "train_s", "epoch_s")))
 
 
-def phase2(scale: str, row: str, seed: int, first: RunSpec, transfer: str, table: str = "table1") -> RunSpec:
+def phase2(scale: str, row: str, seed: int, first: RunSpec, transfer: str, table: str = "table1",
+           columns: dict | None = None) -> RunSpec:
     """The attention phase (E epochs) from ``first``'s conv model, transferred the ``transfer`` way."""
+    cell = {"row": row, "columns": dict(columns)} if columns else _cell(row)
     return _train(scale, table, row, seed, "phase2" if transfer == "trainable" else "phase2_exact",
-                  attn_model(scale), PROTOCOL[scale]["epochs"], _cell(row), init=first,
+                  attn_model(scale), PROTOCOL[scale]["epochs"], cell, init=first,
                   init_kwargs=transfer_kwargs(scale, transfer))
 
 
@@ -156,11 +158,8 @@ def switch(scale: str, seeds: int, t1: list[RunSpec]) -> list[RunSpec]:
     cols = {**SWITCH_COLUMNS, "top1": "top1"}
     specs = [pointer(s, "switch", {"row": s.cell["row"], "columns": dict(cols)}, s.name)
              for s in t1 if s.kind == "train" and s.name == "phase2"]
-    for seed in range(seeds):
-        exact = phase2(scale, "cmhsa3_exact", seed, phase1(scale, 3, seed), "exact", table="switch")
-        specs.append(RunSpec(paper=PAPER, table="switch", cell={"row": "cmhsa3_exact", "columns": dict(cols)},
-                             scale=scale, seed=seed, name=exact.name, config=exact.config))
-    return specs
+    return specs + [phase2(scale, "cmhsa3_exact", seed, phase1(scale, 3, seed), "exact", "switch", cols)
+                    for seed in range(seeds)]
 
 
 def _table1_rows(scale: str) -> tuple[str, ...] | None:
