@@ -146,6 +146,8 @@ def resolve(spec: RunSpec, base: dict, overrides: dict | None = None, mode: dict
             cfg["source"]["scale"] = scale
     out = dataclasses.replace(spec, config=cfg, scale=scale)
     source = source_spec(out)
+    if source is None and spec.kind == "probe" and cfg.get("init") and pointer_source(cfg) is not None:
+        source = source_spec(dataclasses.replace(out, kind="train"))  # a pointer at a run that starts from another
     if source is not None:
         cfg["init"]["from"]["config"] = resolve(source, base, overrides, mode).config
     return out

@@ -34,6 +34,13 @@ def runs(scale, seeds=None):
     return [s for seed in range(seeds or 1) for s in phases(scale, seed)]
 '''
 
+POINTED = EXPERIMENTS.replace("def runs(scale, seeds=None):", '''def runs(scale, seeds=None):
+    from papers.convit.reuse import pointer
+    first, second = phases(scale)
+    return [first, second, pointer(second, "t3", {"row": "copy", "columns": {"top1": "top1"}}, "second")]
+
+def unused(scale, seeds=None):''')
+
 PROBES = '''
 import torch
 
@@ -94,6 +101,19 @@ def test_with_sources_puts_missing_sources_first_and_shards_keep_chains(two_phas
     assert [[s.seed for s in p] for p in parts] == [[0, 0], [1, 1]]  # never a dependent without its source
     assert shard([RunSpec(pid, "t", {"row": str(i), "columns": {}}, "tiny") for i in range(5)], 1, 2) \
         == [RunSpec(pid, "t", {"row": str(i), "columns": {}}, "tiny") for i in (1, 3)]
+
+
+def test_a_pointer_at_a_second_phase_copies_its_record_without_retraining(dirs, capsys):
+    """A cell filled from a run that itself starts from another (cmhsa's switch table): the pointer resolves
+    to the same run id, so it copies the finished record instead of training anything again."""
+    pid = dirs["pid"]
+    write_paper(dirs["papers"], pid, POINTED, PROBES)
+    assert main(["reproduce", *fast_args(pid)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("] run t1-first") == 1 and out.count("epoch 1/1") == 1  # second trained once, by itself
+    recs = {r["table"]: r for r in records.load_records(pid, root=dirs["results"])[0]}
+    assert recs["t3"]["status"] == "finished" and recs["t3"]["metrics"]["top1"] == recs["t2"]["metrics"]["top1"]
+    assert recs["t3"]["metrics"]["source_run_id"] == recs["t2"]["run_id"]
 
 
 def test_malformed_init_is_a_config_error(two_phase):
