@@ -458,6 +458,22 @@ def test_notebook_finds_its_paper_from_its_own_folder_and_from_the_root(monkeypa
 
 
 @pytest.mark.slow
+def test_report_build_with_a_kernel_is_quiet(tmp_path):
+    """Building reports prints what it wrote, and no kernel chatter (the IPKernelApp TCP warning)."""
+    import subprocess
+    import sys
+    if not nbmod.kernel_available():
+        pytest.skip("ipykernel is not installed: the notebook is executed in-process instead")
+    papers, results = make_toy(tmp_path)
+    out = subprocess.run([sys.executable, "-m", "repro.report", "--paper", "toy", "--papers-dir", str(papers),
+                          "--results-dir", str(results), "--notebook", "kernel"], cwd=REPO,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "IPKernelApp" not in out.stderr and "WARNING" not in out.stderr, out.stderr[-2000:]
+    assert nbformat.read(results / "toy" / "report.ipynb", as_version=4).metadata["vitrepro"]["executed_with"] == "kernel"
+
+
+@pytest.mark.slow
 def test_jupyter_executes_the_committed_notebook_from_its_folder(tmp_path):
     import subprocess
     import sys
