@@ -292,9 +292,10 @@ def test_shards_keep_a_probe_with_the_run_it_reads():
             assert src is None or src.run_id in mine, s.run_id
 
 
-def test_a_paper_without_a_scale_says_so():
+def test_a_paper_without_a_scale_says_so(dirs):
+    """A paper whose experiments.py lists no SCALES has tiny/small/full only (every real paper now has cpu)."""
     with pytest.raises(ConfigError, match="defines no runs at scale 'cpu'"):
-        paper_runs("augvit", "cpu")
+        paper_runs(dirs["pid"], "cpu")
 
 
 def test_list_resolved_prints_the_config_each_run_uses(capsys):
