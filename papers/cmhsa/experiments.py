@@ -15,11 +15,11 @@ of paper.yaml, at each scale (protocol and every choice the paper leaves open: p
 Scales:
 - tiny:  CIFAR-10 (JPEG copy) at 32 px, first 100 / 50 images per class, patch 8 (192-dim tokens,
          4x4 grid), CMHSA 1 layer, baselines 2 layers, E = 3; CPU minutes.
-- cpu:   the 2-core CPU in about half an hour. CIFAR-10 (JPEG copy) at 32 px, the first 20 % of each
-         class (1,000 images: the low-data regime) and all 10,000 test images, tiny's models (CMHSA 1
-         layer), E = 5, 1 warm-up epoch, 3 seeds, two runs at a time. Table 1's CMHSA rows (the
-         baselines' DeiT augmentation is off at cpu, so their rows would not be DeiT's) plus CMHSA-3 with
-         the exact transfer, Figure 2, and the time probes.
+- cpu:   the 2-core CPU in about 40 minutes. CIFAR-10 (JPEG copy) at 32 px, the first 20 % of each
+         class (1,000 per class, the low-data regime) and all 10,000 test images, tiny's models (CMHSA
+         1 layer), E = 5, 1 warm-up epoch, 3 seeds, two runs at a time. Table 1's CMHSA rows (the
+         baselines' DeiT augmentation is off at cpu, so their rows would not be DeiT's), the switch
+         table (CMHSA-3 with the exact transfer), Figure 2, and the time probes.
 - small: CIFAR-10 at 32 px, patch 8, CMHSA 6 layers (9 heads of 192, FFN 768), baselines 12 layers at
          the same width, batch 128, 5 warm-up epochs, E = 50; one GPU. Defined, not run yet.
 - full:  Appendix B: CIFAR-100 at 224 px, patch 16, CMHSA 6 layers, 9 heads of size 768, FFN 3072,
