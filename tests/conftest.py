@@ -111,3 +111,18 @@ def subprocess_env(d: dict) -> dict:
     env.update(PYTHONPATH=str(REPO), REPRO_RESULTS_DIR=str(d["results"]), REPRO_CACHE_DIR=str(d["cache"]),
                REPRO_DATA_DIR=str(d["data"]), REPRO_PAPERS_PATH=str(d["papers"]), OMP_NUM_THREADS="1")
     return env
+
+
+PAPER_IDS = ("convit", "cmhsa", "oversmoothing", "augvit", "respostln")
+
+
+@pytest.fixture(scope="session")
+def built_notebooks() -> Path:
+    """results/<id>/report.ipynb and notebook.html of the committed records. They are build outputs
+    (git-ignored), so a fresh clone has none until `make report`: build the missing ones in-process."""
+    from repro.report import notebook
+    for pid in PAPER_IDS:
+        out = REPO / "results" / pid
+        if not ((out / "report.ipynb").is_file() and (out / "notebook.html").is_file()):
+            notebook.build(pid, REPO / "papers", REPO / "results", execute="inline")
+    return REPO / "results"

@@ -194,7 +194,7 @@ document.getElementById("f").addEventListener("load", () => {{
 
 @pytest.mark.slow
 @pytest.mark.parametrize("paper", ["convit", "cmhsa", "oversmoothing", "augvit", "respostln"])
-def test_committed_notebook_html_needs_no_network(paper, tmp_path):
+def test_committed_notebook_html_needs_no_network(paper, tmp_path, built_notebooks):
     """notebook.html opens offline: no script or stylesheet from a CDN in the page, and Chromium, with every
     host name made unresolvable, requests nothing but the file itself and inline data."""
     page = REPO / "results" / paper / "notebook.html"

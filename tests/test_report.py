@@ -441,7 +441,7 @@ def test_figures_are_written_as_png_and_svg(tmp_path):
     assert svg.lstrip().startswith("<?xml") and "<svg" in svg
 
 
-def test_notebook_finds_its_paper_from_its_own_folder_and_from_the_root(monkeypatch):
+def test_notebook_finds_its_paper_from_its_own_folder_and_from_the_root(monkeypatch, built_notebooks):
     """The committed notebook's cells run where `jupyter nbconvert --execute` runs them (results/<id>/) and
     from the repository root; its cells.csv cell gives a DataFrame."""
     nb = nbformat.read(REPO / "results" / "convit" / "report.ipynb", as_version=4)
@@ -474,7 +474,7 @@ def test_report_build_with_a_kernel_is_quiet(tmp_path):
 
 
 @pytest.mark.slow
-def test_jupyter_executes_the_committed_notebook_from_its_folder(tmp_path):
+def test_jupyter_executes_the_committed_notebook_from_its_folder(tmp_path, built_notebooks):
     import subprocess
     import sys
     out = subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--execute", "report.ipynb",
