@@ -145,9 +145,8 @@ def resolve(spec: RunSpec, base: dict, overrides: dict | None = None, mode: dict
         if isinstance(cfg.get("source"), dict):  # a pointer reads the smoke run of its source
             cfg["source"]["scale"] = scale
     out = dataclasses.replace(spec, config=cfg, scale=scale)
-    source = source_spec(out)
-    if source is None and spec.kind == "probe" and cfg.get("init") and pointer_source(cfg) is not None:
-        source = source_spec(dataclasses.replace(out, kind="train"))  # a pointer at a run that starts from another
+    # a pointer at a run that starts from another carries that run's init: resolve its source too
+    source = _init_source(out) if pointer_source(cfg) is not None else source_spec(out)
     if source is not None:
         cfg["init"]["from"]["config"] = resolve(source, base, overrides, mode).config
     return out
@@ -155,12 +154,20 @@ def resolve(spec: RunSpec, base: dict, overrides: dict | None = None, mode: dict
 
 def source_spec(spec: RunSpec) -> RunSpec | None:
     """The run whose final model ``spec`` starts from (``config["init"]["from"]``), or None."""
-    init = spec.config.get("init")
-    if not init or (spec.kind == "probe" and pointer_source(spec.config) is not None):
+    if spec.kind == "probe" and pointer_source(spec.config) is not None:
         return None  # a pointer carries its source's init; the source itself starts from that run
+    return _init_source(spec, train_only=True)
+
+
+def _init_source(spec: RunSpec, train_only: bool = False) -> RunSpec | None:
+    """``config["init"]["from"]`` as a RunSpec (None without an init); a malformed one is a ConfigError."""
+    init = spec.config.get("init")
+    if not init:
+        return None
     src = init.get("from") if isinstance(init, dict) else None
-    if spec.kind != "train" or not isinstance(src, dict) or not {"table", "cell", "config"} <= set(src) \
-            or not isinstance(init.get("fn"), str):
+    malformed = not isinstance(src, dict) or not {"table", "cell", "config"} <= set(src) \
+        or not isinstance(init.get("fn"), str)
+    if malformed or (train_only and spec.kind != "train"):
         raise ConfigError(f"config['init'] of {spec.paper}/{spec.table}/{spec.cell.get('row')} must be "
                           f"{{'from': <source RunSpec>.as_source(), 'fn': 'package.module:function'}} on a "
                           f"train run, got {init!r:.200}")

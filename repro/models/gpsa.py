@@ -108,16 +108,18 @@ class GPSA(nn.Module):
         b, _, n, _ = out.shape
         return self.proj_drop(self.proj(out.transpose(1, 2).reshape(b, n, self.dim)))
 
+    def _content(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        return ((q @ k.transpose(-2, -1)) * self.scale).softmax(dim=-1)
+
     def content_attention(self, x: torch.Tensor) -> torch.Tensor:
         """(B, H, N, N) softmax(QK^T / sqrt(d)) - materialised, for probes only."""
         q, k, _ = self._qkv(x)
-        return ((q @ k.transpose(-2, -1)) * self.scale).softmax(dim=-1)
+        return self._content(q, k)
 
     def _gated(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         """A_h of Eq. 7 from queries and keys, renormalised as the official code does."""
         g = self.gate().view(1, -1, 1, 1).to(q.dtype)
-        attn = (1 - g) * ((q @ k.transpose(-2, -1)) * self.scale).softmax(dim=-1) \
-            + g * self.positional_attention().to(q.dtype)
+        attn = (1 - g) * self._content(q, k) + g * self.positional_attention().to(q.dtype)
         return attn / attn.sum(dim=-1, keepdim=True)
 
     def attention_map(self, x: torch.Tensor) -> torch.Tensor:

@@ -182,7 +182,7 @@ def make_notebook(view: ReportView, papers_dir: Path, results_dir: Path) -> nbfo
                 "where they do."),
              code("import pandas as pd\n\n"
                   "cells = pd.read_csv(report.cells_csv)\n"
-                  "cells.groupby([\"scale\", \"status\"]).size().unstack(fill_value=0)"),
+                  "cells.head()"),
              code("# how many cells each scale measured, and how\n"
                   "counts = cells.groupby([\"scale\", \"status\"]).size().unstack(fill_value=0)\n"
                   "if counts.empty:\n"
