@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import hydra
@@ -29,7 +30,7 @@ from . import locks, records
 from .checks import check_classes, check_recipe, check_writable
 from .data import DataError, FractionError, check_fraction, open_split
 from .runs import (RUN_KEYS, SCALES, ConfigError, RunSpec, check_unique, deep_merge, import_object,
-                   known_papers, paper_runs, resolve, run_dir, shard, source_spec, with_sources)
+                   known_papers, paper_runs, resolve, run_dir, run_groups, shard, source_spec, with_sources)
 from .train import ddp
 from .train.checkpoint import CheckpointError
 from .train.engine import Runtime, train
@@ -182,7 +183,7 @@ def reproduce(cfg: DictConfig) -> int:
         validate(s, seen)
     status = {s.run_id: record_status(s) for s in specs}  # a corrupt record stops us here
     if int(c.get("jobs") or 1) > 1 and int(c.get("num_shards") or 1) == 1:
-        return _parallel(c)
+        return _parallel(c, specs, status)
     nproc = _nproc(c)
     if nproc > 1 and not ddp.in_torchrun():
         task = [o for o in HydraConfig.get().overrides.task if not o.startswith("command=")]
@@ -283,26 +284,42 @@ def _prefixed(say, prefix: str):
     return out
 
 
-def _parallel(c: dict) -> int:
-    """``jobs=N``: the runs split into N shards run at once, one process each with its share of the
-    cores; then one report. A source and the runs that read it share a shard (repro.runs.shard)."""
+def _parallel(c: dict, specs: list[RunSpec], status: dict) -> int:
+    """``jobs=N``: N processes at a time, each running one group of runs (a run that starts from scratch
+    with the runs that start from it or read it, ``repro.runs.run_groups``); a process that ends hands its
+    core to the next group. A fixed split into N shards left a core idle for up to a run's length at
+    the end. Groups whose runs all have a record are not started. Then one report."""
     jobs = int(c["jobs"])
     threads = c["runtime"].get("threads") or max(1, (os.cpu_count() or 1) // jobs)
     task = [o for o in HydraConfig.get().overrides.task
             if o.split("=")[0].lstrip("+~") not in ("command", "jobs", "shard", "num_shards", "report",
                                                      "runtime.threads", "runtime.progress")]
+    group = run_groups(specs)
+    count = max(group.values(), default=-1) + 1
+    todo = sorted({group[s.run_id] for s in specs if c.get("force") or status[s.run_id] not in DONE})
+    print(f"{c['paper']} at scale {c['scale']}: {len(todo)} of {count} group(s) of runs to do, {jobs} at a "
+          f"time, {threads} thread(s) each", flush=True)
     start = time.time()
-    procs = [subprocess.Popen([sys.executable, "-m", "repro", "reproduce", *task, f"shard={i}", f"num_shards={jobs}",
-                               "jobs=1", "report=false", f"runtime.threads={threads}", "runtime.progress=false"])
-             for i in range(jobs)]
-    codes = [p.wait() for p in procs]
+
+    def one(index: int) -> int:
+        return subprocess.run([sys.executable, "-m", "repro", "reproduce", *task, f"shard={index}",
+                               f"num_shards={count}", "jobs=1", "report=false", f"runtime.threads={threads}",
+                               "runtime.progress=false"]).returncode
+
+    codes: list[int] = []
+    with ThreadPoolExecutor(jobs) as pool:
+        for done in as_completed([pool.submit(one, g) for g in todo]):
+            codes.append(done.result())
+            spent, left = time.time() - start, len(todo) - len(codes)
+            print(f"{len(codes)}/{len(todo)} group(s) done in {_duration(spent)}"
+                  f"{f', ETA {_duration(spent / len(codes) * left)}' if left else ''}", flush=True)
     print(f"{c['paper']} at scale {c['scale']}: {jobs} jobs x {threads} thread(s) finished in "
-          f"{time.time() - start:.0f} s of wall time (exit codes {codes})", flush=True)
+          f"{time.time() - start:.0f} s of wall time (exit codes {sorted(set(codes))})", flush=True)
     if 2 in codes:
         return 2
     if c.get("report", True):
         _build_report(c["paper"])
-    return max(codes)
+    return max(codes, default=0)
 
 
 def _build_report(paper: str) -> None:

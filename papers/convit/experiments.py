@@ -26,8 +26,10 @@ Scales (protocol and every deviation from the paper: papers/convit/README.md):
 - small: one GPU. The whole CIFAR-10 training set at 32 px, DeiT-Ti / ConViT-Ti with patch 4 (depth
          12, 5.5M parameters each), 20 epochs at f = 1, 3 seeds; speed at batch 128.
 - cpu:   the 2-core CPU in about an hour. All of CIFAR-10 (JPEG copy) and its 10,000 test images at
-         32 px, depth-6 width-72 models with patch 4 (5 GPSA layers of 6 stand for 10 of 12), 2 epochs at
-         f = 1 (20 at f = 10 %), 3 seeds, two runs at a time. Only the cells that carry the sample-
+         32 px, depth-6 width-72 models with patch 4 (5 GPSA layers of 6 stand for 10 of 12), 3 epochs at
+         f = 1 (30 at f = 10 %), 3 seeds, two runs at a time. (2 epochs until 2026-11-23: DeiT reached
+         47 %, short of the 50 % the scale is meant to reach; 3 was chosen on a split held out of the
+         training set, README.) Only the cells that carry the sample-
          efficiency claims: Table 2 at 10 % and 100 %, Table 3's rows a-e at 10 %, Tables 5-6 on the
          trained pair (k = 3/5/10 of 10 GPSA layers become 2/3/5 of 5), Figs. 4-6 from the f = 1 runs.
 - full:  the paper's protocol: ImageNet-1k at 224 px, DeiT recipe, 300 epochs, 1 seed.
@@ -86,7 +88,7 @@ PROTOCOL = {
         "pair": {"deit": ("repro_deit_tiny_c32", {"depth": 6, "embed_dim": 72, "num_heads": 3}),
                  "convit": ("repro_convit_tiny_c32", {"depth": 6, "gpsa_layers": 5, "embed_dim": 72,
                                                       "num_heads": 4})},
-        "gpsa_layers": 5, "epochs": 2, "seeds": 3, "data": {}, "recipe": {},
+        "gpsa_layers": 5, "epochs": 3, "seeds": 3, "data": {}, "recipe": {},
         "fractions": ("f10", "f100"), "table3_fractions": ("top1_10",),
         "table3_rows": ("no_gating", "no_conv_init", "neither"), "table1_probes": False, "figure8": False,
         "table6_k": {"k3": 2, "k5": 3, "k10": 5},

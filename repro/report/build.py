@@ -137,8 +137,8 @@ def build_report(paper_id: str, papers_dir: Path = Path("papers"), results_dir: 
     fig_dir = out / "figures"
     rendered = figures.render_all(cmp, fig_dir)
     written = [f.path for f in rendered if f.path]
-    for stale in fig_dir.glob("*.png") if fig_dir.is_dir() else []:
-        if stale not in written:
+    for stale in [*fig_dir.glob("*.png"), *fig_dir.glob("*.svg")] if fig_dir.is_dir() else []:
+        if stale.with_suffix(".png") not in written:  # each figure is a .png with its .svg beside it
             stale.unlink()
     summary = summarize(cmp, verdicts)
     written += [
