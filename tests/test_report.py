@@ -204,6 +204,18 @@ def test_claim_verdicts_and_statistics(tmp_path):
     assert v[("ahead", "full")].on_paper == "holds" and v[("m1_first", "full")].on_paper == "fails"
 
 
+def test_a_rebuild_removes_the_figures_of_a_scale_without_records(tmp_path):
+    """Records removed (e.g. a protocol remade): that scale's PNG and its SVG go, the others stay."""
+    papers, results = make_toy(tmp_path)
+    build_report("toy", papers_dir=papers, results_dir=results, notebook_execute=None)
+    figs = results / "toy" / "figures"
+    for suffix in (".png", ".svg"):
+        (figs / f"curve-cpu{suffix}").write_text("from records since removed")
+    build_report("toy", papers_dir=papers, results_dir=results, notebook_execute=None)
+    assert sorted(p.name for p in figs.iterdir()) == ["curve-full.png", "curve-full.svg", "frac-full.png",
+                                                     "frac-full.svg"]
+
+
 def test_build_report_writes_every_output(tmp_path):
     papers, results = make_toy(tmp_path)
     paths = build_report("toy", papers_dir=papers, results_dir=results, notebook_execute=None)
