@@ -10,8 +10,11 @@ documented in ``repro/report/README.md``; in short::
                rows:    [{key, label, x, cited, note, values: {<column key>: "<printed>"}}]}]
     figures: [{id, caption, source, kind, table, x_label, y_label, x_scale, y_scale,
                series: [{label, row, column, metric}]}]
-    claims:  [{id, text, source, table, check, scales, alpha, tolerance, evidence,
+    claims:  [{id, text, source, table, check, scales, alpha, tolerance, evidence, reading, margin,
+               requires, control, similarity,
                pairs | cells | columns+rows | column+rows+direction | cell+bound}]
+    preconditions: [the same schema as a claim: the measured conditions of the paper's regime that
+                    claims name in ``requires``]
 
 A file that is not YAML, or whose top level is not a mapping, raises ``SpecError`` with path and line.
 Anything narrower (an unknown column in a row, a claim naming a cell that does not exist, an unknown
@@ -35,6 +38,7 @@ FIGURE_KINDS = ("per_layer", "per_epoch", "vs_rows")
 AXIS_SCALES = ("linear", "log")
 CHECKS = ("greater", "ordering", "monotone", "bound", "within_noise")
 EVIDENCE = ("training", "theory", "timing")  # what a claim rests on (see Claim.evidence)
+READINGS = ("paper", "ours", "cited")  # whose claim: the paper's, a stricter reading of ours, another paper's
 PRINTED = ("round", "truncate")  # how a table's numbers were shortened for print
 SUFFIXES = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 
@@ -215,6 +219,12 @@ class Claim:
     invalid: str = ""             # why the claim cannot be checked (shown in the report)
     evidence: str = "training"    # training: needs trained runs and seeds | theory: scale-free (theorems,
                                   # bounds, constructions, params/FLOPs) | timing: needs the benchmark protocol
+                                  # | precondition: a measured condition of the paper's regime
+    reading: str = "paper"        # paper | ours (a stricter reading) | cited (another paper's claim)
+    margin: float = 0.0           # greater: lhs - rhs > margin
+    requires: list[str] = field(default_factory=list)  # ids of the preconditions that define its regime
+    control: list[tuple[Ref, Ref]] = field(default_factory=list)  # negative control: the same check must reject it
+    similarity: bool = False      # "similar", "no worse": holds only if a negative control is rejected
     line: int = 0
 
 
@@ -235,10 +245,14 @@ class Paper:
     tables: list[Table] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     claims: list[Claim] = field(default_factory=list)
+    preconditions: list[Claim] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
 
     def table(self, tid: str) -> Table | None:
         return next((t for t in self.tables if t.id == tid), None)
+
+    def precondition(self, pid: str) -> Claim | None:
+        return next((p for p in self.preconditions if p.id == pid), None)
 
 
 # ---- YAML with line numbers ---------------------------------------------------------------------
@@ -526,26 +540,35 @@ def _claim_pairs(m: _Map, table: Table | None, paper: Paper) -> tuple[list[tuple
     return out, relation, ""
 
 
-def _claim(c: _Checker, m: _Map, paper: Paper) -> Claim | None:
-    what = f"claim {m.get('id')!r}"
+def _claim(c: _Checker, m: _Map, paper: Paper, kind: str = "claim") -> Claim | None:
+    what = f"{kind} {m.get('id')!r}"
     allowed = ("id", "text", "source", "table", "check", "scales", "alpha", "tolerance", "pairs", "cells",
-               "columns", "rows", "column", "direction", "cell", "bound", "evidence")
+               "columns", "rows", "column", "direction", "cell", "bound", "evidence", "reading", "margin",
+               "requires", "control", "similarity")
     if not c.keys(m, allowed, ("id", "text", "check"), what):
         return None
     cl = Claim(id=_str(m["id"]), text=_str(m["text"]), source=_str(m.get("source")), table=_str(m.get("table")),
                check=_str(m["check"]), pairs=[], relation="", evidence=_str(m.get("evidence")) or "training",
-               line=m.line)
+               reading=_str(m.get("reading")) or "paper", similarity=_flag(c, m, "similarity", what), line=m.line)
     if cl.evidence not in EVIDENCE:
         c.problem(m.key_lines["evidence"], f"{what}: evidence {cl.evidence!r} is not one of {EVIDENCE}; "
                                            f"using 'training'")
         cl.evidence = "training"
+    if kind == "precondition":
+        cl.evidence = "precondition"
+    if cl.reading not in READINGS:
+        c.problem(m.key_lines["reading"], f"{what}: reading {cl.reading!r} is not one of {READINGS}; using 'paper'")
+        cl.reading = "paper"
+    requires = m.get("requires") or []
+    cl.requires = [_str(r) for r in (requires if isinstance(requires, list) else [requires])]
     if m.get("scales") is not None:
         cl.scales = [_str(s) for s in (m["scales"] if isinstance(m["scales"], list) else [m["scales"]])]
     try:
         cl.alpha = float(m.get("alpha", 0.05))
         cl.tolerance = None if m.get("tolerance") is None else float(m["tolerance"])
+        cl.margin = float(m.get("margin", 0.0))
     except (TypeError, ValueError):
-        cl.invalid = "alpha and tolerance must be numbers"
+        cl.invalid = "alpha, tolerance and margin must be numbers"
     table = paper.table(cl.table) if cl.table else None
     if cl.check not in CHECKS:
         cl.invalid = f"check {cl.check!r} is not one of {', '.join(CHECKS)}"
@@ -557,6 +580,11 @@ def _claim(c: _Checker, m: _Map, paper: Paper) -> Claim | None:
         except (TypeError, ValueError):
             cl.pairs, err = [], "malformed check arguments (see the schema in repro/report/README.md)"
         cl.invalid = err
+    if not cl.invalid and m.get("control"):
+        control = _Map({"check": "greater" if cl.relation == ">" else m["check"], "pairs": m["control"]})
+        control.line, control.key_lines = m.line, {}
+        cl.control, _, err = _claim_pairs(control, table, paper)
+        cl.invalid = f"control: {err}" if err else ""
     if cl.invalid:
         c.problem(m.line, f"{what}: {cl.invalid}; the claim is shown as invalid")
     return cl
@@ -568,7 +596,7 @@ def load_paper(path: Path) -> Paper:
     data = _read_yaml(path)
     c = _Checker(path)
     top = ("id", "title", "authors", "venue", "year", "arxiv", "url", "code", "source", "notes", "protocol",
-           "tables", "figures", "claims")
+           "tables", "figures", "claims", "preconditions")
     c.keys(data, top, ("id", "title"), "paper")
     authors = data.get("authors") or []
     paper = Paper(id=_str(data.get("id")) or path.parent.name, title=_str(data.get("title")) or path.parent.name,
@@ -584,14 +612,27 @@ def load_paper(path: Path) -> Paper:
     paper.figures = c.unique(figures, "figure")
     claims = [x for x in (_claim(c, m, paper) for m in c.mappings(data, "claims", "paper")) if x]
     paper.claims = c.unique(claims, "claim")
+    pre = [x for x in (_claim(c, m, paper, "precondition") for m in c.mappings(data, "preconditions", "paper")) if x]
+    paper.preconditions = c.unique(pre, "precondition")
     for cl in paper.claims:
-        scaled = [str(r) for pair in cl.pairs for r in pair
-                  if r.const is None and not paper.table(r.table).is_scale_free(r.column)]
-        if cl.evidence == "theory" and scaled:
-            c.problem(cl.line, f"claim {cl.id!r}: evidence theory, but {', '.join(scaled)} is not scale_free "
-                               f"(mark the column or table scale_free, or make the claim evidence: training)")
+        _check_claim(c, cl, paper)
     paper.problems = c.problems
     return paper
+
+
+def _check_claim(c: _Checker, cl: Claim, paper: Paper) -> None:
+    """Cross-checks of a claim against the rest of the paper: theory reads the paper's own models (or
+    bounds every seed), preconditions exist, a similarity claim names its negative control."""
+    scaled = [str(r) for pair in cl.pairs for r in pair
+              if r.const is None and not paper.table(r.table).is_scale_free(r.column)]
+    if cl.evidence == "theory" and scaled and cl.relation != "<=":
+        c.problem(cl.line, f"claim {cl.id!r}: evidence theory, but {', '.join(scaled)} is not scale_free "
+                           f"(mark the column or table scale_free, make it a bound checked on every seed, or make "
+                           f"the claim evidence: training)")
+    for pid in cl.requires:
+        if paper.precondition(pid) is None:
+            c.problem(cl.line, f"claim {cl.id!r} requires {pid!r}, which is not in preconditions "
+                               f"({', '.join(p.id for p in paper.preconditions) or 'none'})")
 
 
 def paper_ids(papers_dir: Path) -> list[str]:

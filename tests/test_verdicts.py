@@ -109,10 +109,11 @@ def test_three_seeds_resolve_and_state_the_resolvable_effect(tmp_path):
 
 
 def test_at_chance_cannot_be_ahead(tmp_path):
-    # three seeds at exactly 10 % on a 10-class test set: the old logic said "inconclusive (no spread)"
+    # three seeds at exactly 10 % on a 10-class test set: the old logic said "inconclusive (no spread)", then
+    # "fails"; both sides at chance is a null result: not testable, never a fail
     _, v = _judge(tmp_path, "full", [10.0, 10.0, 10.0], [10.0, 10.0, 10.0])
-    assert v["a_beats_b"].verdict == FAILS and "at chance" in v["a_beats_b"].statistic
-    assert v["a_above_30"].verdict == FAILS
+    assert v["a_beats_b"].verdict == "not testable" and "both sides at chance" in v["a_beats_b"].statistic
+    assert v["a_above_30"].verdict == FAILS  # at chance against a number above it: it is behind
 
 
 # ---- 2. each scale says what it is for
@@ -244,8 +245,8 @@ def test_headline_cells_csv_and_attempted(tmp_path):
     build_report("vp", tmp_path / "papers", tmp_path / "results", notebook_execute=None)
     out = tmp_path / "results" / "vp"
     s = json.loads((out / "summary.json").read_text())
-    assert s["headline"][0]["text"].startswith("full: 2 of 2 training claims resolved (2 hold, 0 fail)")
-    assert "theory: 1 of 1 hold" in s["headline"][0]["text"] and "3 seed(s) per cell" in s["headline"][0]["text"]
+    assert s["headline"][0]["text"].startswith("full: the paper's training claims: 2 hold, 0 fail (of 2 designed")
+    assert "theory: 1 hold, 0 fail (of 1)" in s["headline"][0]["text"] and "3 seed(s) per cell" in s["headline"][0]["text"]
     assert "attempted" in s["tables"]["acc"] and "reproduced" not in s["tables"]["acc"]
     rows = list(csv.DictReader((out / "cells.csv").open()))
     a = next(r for r in rows if (r["table"], r["row"], r["column"]) == ("acc", "r", "a"))

@@ -7,17 +7,17 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import importlib
 import io
 import json
 from pathlib import Path
 
 from repro.records import atomic_write_bytes, load_records
 from repro.report import figures, html, markdown, notebook
-from repro.report.claims import RESOLVED, Verdict, headline, headline_text, judge_all, tally
-from repro.report.compare import CITED, Comparison, compare
+from repro.report.assess import Assessment, assess
+from repro.report.compare import CITED, Comparison
 from repro.report.provenance import commits
-from repro.runs import SCALES, ConfigError, paper_runs
+from repro.report.summary import claim_entry
+from repro.report.tally import headline, headline_text, tally
 from repro.spec import SpecError, load_paper, paper_ids
 
 
@@ -32,8 +32,10 @@ class UnknownPaper(KeyError):
         return f"unknown paper {self.paper_id!r}; known papers: {', '.join(self.known) or 'none'}"
 
 
-def summarize(cmp: Comparison, verdicts: list[Verdict]) -> dict:
-    """summary.json: cells per table and scale, every claim's verdict, and what the report was built from."""
+def summarize(a: Assessment) -> dict:
+    """summary.json: cells per table and scale, every claim's verdict with its numbers, and what the report
+    was built from."""
+    cmp, verdicts = a.cmp, a.verdicts
     tables = {}
     for t in cmp.paper.tables:
         views = [v for v in cmp.views if v.table is t]
@@ -49,11 +51,10 @@ def summarize(cmp: Comparison, verdicts: list[Verdict]) -> dict:
         "records": len(cmp.records),
         "problems": cmp.problems,
         "tables": tables,
-        "verdicts": tally(verdicts),
-        "resolved": {s: {k: n for k, n in c.items() if k in RESOLVED} for s, c in tally(verdicts).items()},
-        "headline": [{**h, "text": headline_text(h)} for h in headline(cmp, verdicts)],
-        "claims": [{"id": v.claim.id, "scale": v.scale, "evidence": v.claim.evidence, "verdict": v.verdict,
-                    "label": v.label, "statistic": v.statistic, "on_paper": v.on_paper or None} for v in verdicts],
+        "verdicts": tally(verdicts + a.preconditions),
+        "headline": [{**h, "text": headline_text(h)} for h in headline(cmp, verdicts, a.preconditions)],
+        "claims": [claim_entry(v) for v in verdicts],
+        "preconditions": [claim_entry(v) for v in a.preconditions],
         "cells": cell_rows(cmp),
     }
 
@@ -96,25 +97,6 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-def defined_cells(paper_id: str, scales: list[str]) -> dict[str, set] | None:
-    """Per scale, the (table, row, column) cells papers/<id>/experiments.py runs there: the report then
-    offers a command only for cells that command would fill. None for a paper without experiments."""
-    try:
-        return {s: {(r.table, r.cell["row"], col) for r in paper_runs(paper_id, s) for col in r.cell["columns"]}
-                for s in scales if s in SCALES}
-    except (ConfigError, ImportError):
-        return None
-
-
-def resolves(paper_id: str) -> dict[str, set]:
-    """Per scale, the training claims papers/<id>/experiments.py says that scale is designed to resolve."""
-    try:
-        mod = importlib.import_module(f"papers.{paper_id}.experiments")
-    except ImportError:
-        return {}
-    return {str(k): set(v) for k, v in (getattr(mod, "RESOLVES", None) or {}).items()}
-
-
 def build_report(paper_id: str, papers_dir: Path = Path("papers"), results_dir: Path = Path("results"),
                  notebook_execute: str | None = "auto", kernel=None) -> list[Path]:
     """Rebuild one paper's report from its records; returns the paths written.
@@ -130,9 +112,8 @@ def build_report(paper_id: str, papers_dir: Path = Path("papers"), results_dir: 
         raise UnknownPaper(paper_id, paper_ids(papers_dir))
     paper = load_paper(spec)
     records, bad = load_records(paper_id, root=results_dir)
-    cmp = compare(paper, records, bad, defined_cells(paper_id, sorted({str(r.get("scale")) for r in records})),
-                  resolves(paper_id))
-    verdicts = judge_all(cmp)
+    a = assess(paper, records, bad)
+    cmp = a.cmp
     out = results_dir / paper_id
     fig_dir = out / "figures"
     rendered = figures.render_all(cmp, fig_dir)
@@ -140,10 +121,10 @@ def build_report(paper_id: str, papers_dir: Path = Path("papers"), results_dir: 
     for stale in [*fig_dir.glob("*.png"), *fig_dir.glob("*.svg")] if fig_dir.is_dir() else []:
         if stale.with_suffix(".png") not in written:  # each figure is a .png with its .svg beside it
             stale.unlink()
-    summary = summarize(cmp, verdicts)
+    summary = summarize(a)
     written += [
-        _write(out / "REPORT.md", markdown.render(cmp, verdicts, rendered, out)),
-        _write(out / "report.html", html.render(cmp, verdicts, rendered)),
+        _write(out / "REPORT.md", markdown.render(a, rendered, out)),
+        _write(out / "report.html", html.render(a, rendered)),
         _write(out / "summary.json", json.dumps(summary, indent=1) + "\n"),
         _write(out / "cells.csv", cells_csv(summary["cells"])),
     ]

@@ -10,10 +10,12 @@ from pathlib import Path
 
 import jinja2
 
-from repro.report.claims import Verdict, headline, headline_text, tally, verdict_label
+from repro.report.assess import Assessment
+from repro.report.claims import verdict_label
 from repro.report.compare import DETAIL_HEADERS, MEASURED, Cell, Comparison, cost_text
 from repro.report.figures import RenderedFigure
 from repro.report.provenance import describe
+from repro.report.tally import KIND_LABELS, headline, headline_text, kind, tally
 
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).with_name("templates")),
                           autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
@@ -52,14 +54,16 @@ def _png_data(path: Path) -> str:
 
 
 _ENV.globals.update(cell_class=cell_class, cell_title=cell_title, cost_text=cost_text, detail_headers=DETAIL_HEADERS,
-                    verdict_label=verdict_label)
+                    verdict_label=verdict_label, kind=kind, kind_labels=KIND_LABELS)
 
 
-def render(cmp: Comparison, verdicts: list[Verdict], figures: list[RenderedFigure]) -> str:
+def render(a: Assessment, figures: list[RenderedFigure]) -> str:
     """The whole report.html as a string."""
+    cmp = a.cmp
     return _ENV.get_template("report.html.j2").render(
-        paper=cmp.paper, cmp=cmp, runs=describe(cmp.records, cmp.scales), verdicts=verdicts, tally=tally(verdicts),
-        headline=[headline_text(h) for h in headline(cmp, verdicts)],
+        paper=cmp.paper, cmp=cmp, runs=describe(cmp.records, cmp.scales), verdicts=a.verdicts,
+        preconditions=a.preconditions, tally=tally(a.verdicts + a.preconditions),
+        headline=[headline_text(h) for h in headline(cmp, a.verdicts, a.preconditions)],
         figures=[{"fig": f, "src": _png_data(f.path) if f.path else ""} for f in figures])
 
 

@@ -6,10 +6,12 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from repro.report.claims import Verdict, headline, headline_text, tally, verdict_label
+from repro.report.assess import Assessment
+from repro.report.claims import verdict_label
 from repro.report.compare import DETAIL_HEADERS, MEASURED, Cell, Comparison, TableView, cost_text
 from repro.report.figures import RenderedFigure
 from repro.report.provenance import describe
+from repro.report.tally import KIND_LABELS, headline, headline_text, kind, tally
 
 _ESCAPES = str.maketrans({"|": r"\|", "<": r"\<", ">": r"\>", "&": r"\&", "\n": " "})
 
@@ -24,11 +26,16 @@ def _table(rows: list[list], headers: list[str]) -> str:
                     tablefmt="github", disable_numparse=True)
 
 
-LEGEND = ("Verdicts: **holds** / **FAILS** are resolved by a one-sided test across >= 3 seeds (training claims) or "
-          "on exact values (theory claims); *inconclusive*: the evidence cannot tell; *smoke — not judged*: `tiny` "
-          "only proves the pipeline runs; *not designed to resolve*: the scale's protocol was not built for the "
-          "claim; *timing*: speed claims are judged only from timings alternated in rounds within one process, "
-          "never from a run's own timing.")
+LEGEND = ("Verdicts: **holds** / **FAILS**: resolved, by one-sided tests across >= 3 seeds Holm-adjusted across the "
+          "claim's comparisons (training) or on exact values (theory); *outside the paper's regime*: a precondition "
+          "that defines the setting the paper claims it for is not met here, so the result is a finding about this "
+          "setting, not a verdict on the paper; *not resolvable*: the paper's own effect is smaller than this scale "
+          "resolves; *not testable*: both sides at chance; *inconclusive*: the evidence cannot tell; *smoke — not "
+          "judged*: `tiny` only proves the pipeline runs; *not designed to resolve*: the scale's protocol was not "
+          "built for the claim; *timing*: speed claims are judged only from timings alternated in rounds within one "
+          "process. Only the paper's own training claims count in \"did it reproduce?\"; theory, timing, "
+          "preconditions, stricter readings of ours and cited claims are counted apart. Rules: "
+          "repro/report/README.md.")
 
 
 def _anchor(section: str, paper) -> str:
@@ -79,8 +86,28 @@ def view_lines(cmp: Comparison, view: TableView) -> list[str]:
     return out
 
 
-def render(cmp: Comparison, verdicts: list[Verdict], figures: list[RenderedFigure], out_dir: Path) -> str:
+def tally_lines(verdicts: list, scale_word: bool = True) -> list[str]:
+    """One line per scale, its counts kept apart by kind of evidence."""
+    out = []
+    for scale, kinds in tally(verdicts).items():
+        where = f"At scale `{scale}`" if scale != "none" else "Judged at no scale yet (their scales have no records)"
+        out += [f"{where}: " + "; ".join(f"{KIND_LABELS[k]}: " + ", ".join(
+            f"{n} {verdict_label(v, scale)}" for v, n in counts.items()) for k, counts in kinds.items()), ""]
+    return out
+
+
+def claims_rows(verdicts: list) -> list[list]:
+    return [[v.claim.id, v.claim.text + (f" (table {v.claim.table})" if v.claim.table else ""), kind(v),
+             v.scale or "-", v.label.upper() if v.verdict == "fails" else v.label,
+             v.statistic, v.on_paper or "-"] for v in verdicts]
+
+
+CLAIM_HEADERS = ["claim", "text", "kind", "scale", "verdict", "statistic", "on the paper's numbers"]
+
+
+def render(a: Assessment, figures: list[RenderedFigure], out_dir: Path) -> str:
     """The whole REPORT.md as a string (figure paths relative to out_dir)."""
+    cmp, verdicts = a.cmp, a.verdicts
     p = cmp.paper
     bib = " · ".join(x for x in [", ".join(p.authors), p.venue, f"arXiv {p.arxiv}" if p.arxiv else "",
                                   p.code] if x)
@@ -89,7 +116,7 @@ def render(cmp: Comparison, verdicts: list[Verdict], figures: list[RenderedFigur
              "A number gets a delta and an agreement mark only where our protocol is the paper's (scale `full`, or "
              "the paper's own models at any scale); a claim gets holds/fails only where its scale is designed for "
              "it and the seeds can resolve it.", ""]
-    heads = [headline_text(h) for h in headline(cmp, verdicts)]
+    heads = [headline_text(h) for h in headline(cmp, verdicts, a.preconditions)]
     if heads:
         lines += ["**Did it reproduce?**", "", *[f"- {esc(h)}" for h in heads], ""]
     toc = ["runs", *(["problems"] if cmp.problems else []), "claims", *[t.id for t in p.tables],
@@ -109,14 +136,11 @@ def render(cmp: Comparison, verdicts: list[Verdict], figures: list[RenderedFigur
         lines += ["## Problems", "", *[f"- **invalid:** {esc(x)}" for x in cmp.problems], ""]
     lines += ["## Claims", ""]
     if verdicts:
-        lines += [LEGEND, ""]
-        for scale, counts in tally(verdicts).items():
-            where = f"At scale `{scale}`" if scale != "none" else "Judged at no scale yet (their scales have no records)"
-            lines += [f"{where}: " + ", ".join(f"{n} {verdict_label(v, scale)}" for v, n in counts.items()), ""]
-        lines += [_table([[v.claim.id, v.claim.text + (f" (table {v.claim.table})" if v.claim.table else ""),
-                           v.claim.evidence, v.scale or "-", v.label.upper() if v.verdict == "fails" else v.label,
-                           v.statistic, v.on_paper or "-"] for v in verdicts],
-                         ["claim", "text", "evidence", "scale", "verdict", "statistic", "on the paper's numbers"]), ""]
+        lines += [LEGEND, "", *tally_lines(verdicts + a.preconditions), _table(claims_rows(verdicts), CLAIM_HEADERS), ""]
+        if a.preconditions:
+            lines += ["### Preconditions: the paper's regime, measured", "",
+                      "A claim that requires a precondition is judged only where it is met (holds); elsewhere it is "
+                      "outside the paper's regime.", "", _table(claims_rows(a.preconditions), CLAIM_HEADERS), ""]
     else:
         lines += ["No claims listed in paper.yaml.", ""]
     for t in p.tables:

@@ -18,6 +18,7 @@ import io
 import json
 import os
 import re
+import sys
 import traceback
 from pathlib import Path
 
@@ -27,9 +28,9 @@ from nbformat import v4
 
 from repro.records import load_records
 from repro.report import figures, html
-from repro.report.claims import judge_all, tally
-from repro.report.compare import compare
+from repro.report.assess import assess
 from repro.report.provenance import describe
+from repro.report.tally import tally
 from repro.spec import load_paper
 
 _CODE_DIR = Path(__file__).resolve().parent
@@ -82,9 +83,11 @@ class ReportView:
         papers_dir = Path(papers_dir) if papers_dir is not None else root / "papers"
         self.results_dir = Path(results_dir) if results_dir is not None else root / "results"
         self.paper = load_paper(papers_dir / paper_id / "paper.yaml")
+        if str(papers_dir.resolve().parent) not in sys.path:  # papers.<id>.experiments: what each scale resolves
+            sys.path.insert(0, str(papers_dir.resolve().parent))
         records, bad = load_records(paper_id, root=self.results_dir)
-        self.cmp = compare(self.paper, records, bad)
-        self.verdicts = judge_all(self.cmp)
+        self.assessment = assess(self.paper, records, bad)  # the report's own code path
+        self.cmp, self.verdicts = self.assessment.cmp, self.assessment.verdicts
 
     @property
     def cells_csv(self):
@@ -106,7 +109,8 @@ class ReportView:
 
     def claims(self) -> _Shown:
         text = "\n".join(f"{v.claim.id} [{v.scale}]: {v.verdict} ({v.statistic})" for v in self.verdicts)
-        return _Shown(html.fragment("claims_table", self.verdicts, tally(self.verdicts)), text)
+        return _Shown(html.fragment("claims_table", self.verdicts, tally(self.verdicts + self.assessment.preconditions)),
+                      text)
 
     def table(self, table_id: str, scale: str | None = None) -> _Shown:
         view = self.cmp.view(table_id, scale)

@@ -1,0 +1,311 @@
+"""One comparison inside a claim (lhs > rhs + margin, lhs <= rhs, lhs ~ rhs) at one scale, with its numbers.
+
+Exact values (theory claims, timings alternated in rounds) are compared directly; stochastic runs by a
+one-sided test across seeds (Welch, or one-sample against a flat side), one per element of a per-layer
+curve, with effect, 95 % interval and smallest resolvable effect. ``finish`` Holm-adjusts the p-values of
+all of a claim's comparisons, per direction, and words each one. The rules: repro/report/README.md.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from repro.report.compare import DIVERGED, MEASURED, Cell, Comparison, binomial_se, derive
+from repro.report.provenance import as_dict
+from repro.report.stats import Test, adjust, compare_means, resolvable_effect
+from repro.spec import Claim, Paper, Ref
+
+HOLDS, FAILS, INCONCLUSIVE, NOT_RUN, INVALID = "holds", "fails", "inconclusive", "not run", "invalid"
+SMOKE, NOT_DESIGNED, TIMING = "smoke", "not designed", "timing"
+OUTSIDE, NOT_RESOLVABLE, NOT_TESTABLE = "outside regime", "not resolvable", "not testable"
+RESOLVED = (HOLDS, FAILS)
+JUDGED = (HOLDS, FAILS, INCONCLUSIVE, NOT_RESOLVABLE, NOT_TESTABLE)  # a result from the records of this scale
+MIN_SEEDS = 3
+MIN_ROUNDS = 3  # alternated timing rounds a speed comparison needs (papers/cmhsa/timing.py records them)
+
+
+def verdict_label(verdict: str, scale: str | None) -> str:
+    """The words shown on a verdict's badge."""
+    return {SMOKE: "smoke — not judged", NOT_DESIGNED: f"not designed to resolve at {scale}",
+            TIMING: "timing — needs alternated timings", OUTSIDE: "outside the paper's regime",
+            NOT_RESOLVABLE: f"not resolvable at {scale}", NOT_TESTABLE: "not testable (both at chance)"
+            }.get(verdict, verdict)
+
+
+@dataclass
+class Check:
+    """One comparison inside a claim: lhs > rhs + margin, lhs <= rhs (per element), or lhs ~ rhs."""
+    lhs: Ref
+    rhs: Ref
+    relation: str
+    verdict: str
+    statistic: str
+    method: str = ""  # "welch", "t1samp", "exact", "lean", "bound", "noise", "tolerance", "chance", "" (not run)
+    effect: float | None = None      # lhs - rhs - margin, in the cells' unit
+    resolvable: float | None = None  # the smallest effect this comparison could resolve
+    tests: list[Test] = field(default_factory=list)  # one per compared element (per block of a curve)
+    paper_effect: float | None = None  # the same difference on the paper's printed numbers
+    below_mde: bool = False          # resolved, but the effect is smaller than the comparison resolves
+
+
+@dataclass
+class Verdict:
+    """A claim's verdict at one scale."""
+    claim: Claim
+    scale: str | None
+    verdict: str
+    statistic: str
+    checks: list[Check] = field(default_factory=list)
+    on_paper: str = ""  # the same check on the paper's printed numbers: holds / fails / "" (cannot tell)
+    result: str = ""    # outside the regime / not shown by a control: what the comparisons alone said
+    preconditions: list["Verdict"] = field(default_factory=list)
+    controls: list[Check] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        below = self.verdict in RESOLVED and any(c.below_mde for c in self.checks)
+        return verdict_label(self.verdict, self.scale) + (" (below the resolvable effect)" if below else "")
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def _values(cmp: Comparison, ref: Ref, scale: str | None) -> list | None:
+    """Per-seed values of a cell (or [const]); None when the cell is not measured."""
+    if ref.const is not None:
+        return [ref.const]
+    cell = cmp.cell(ref, scale)
+    if cell is None or cell.status != MEASURED:
+        return None
+    return list(cell.measured.values)
+
+
+def _cell(cmp: Comparison, ref: Ref, scale: str | None) -> Cell | None:
+    """The measured cell a reference names (None for a constant or a cell not measured)."""
+    cell = cmp.cell(ref, scale) if ref.const is None else None
+    return cell if isinstance(cell, Cell) and cell.status == MEASURED else None
+
+
+def _diverged(cmp: Comparison, ref: Ref, scale: str | None) -> bool:
+    """Every run behind the cell (or behind an operand of a derived cell) diverged."""
+    cell = cmp.cell(ref, scale) if ref.const is None else None
+    if cell is None:
+        return False
+    if cell.status == DIVERGED:
+        return True
+    derived = cell.column.derived
+    return bool(derived) and any(_diverged(cmp, Ref(ref.table, ref.row, derived[k]), scale) for k in ("a", "b"))
+
+
+def _binomial(cmp: Comparison, refs: tuple[Ref, Ref], scale: str | None) -> float | None:
+    """One run's binomial standard error for accuracy cells (the larger side's), else None."""
+    cells = [c for c in (_cell(cmp, r, scale) for r in refs) if c is not None and c.chance is not None]
+    ses = [binomial_se(c.mean, c.test_images) for c in cells if c.mean is not None]
+    return max(ses) if ses and all(ses) else None
+
+
+def _at_chance(cmp: Comparison, ref: Ref, scale: str | None) -> Cell | None:
+    cell = _cell(cmp, ref, scale)
+    return cell if cell is not None and cell.at_chance else None
+
+
+def alternated(cmp: Comparison, refs, scale: str | None) -> bool:
+    """Every record behind these cells timed its models in >= MIN_ROUNDS alternated rounds in one
+    process (metric ``timing_rounds``), so machine load hit both sides alike."""
+    recs = [rec for r in refs if r.const is None for rec, _ in cmp.runs(scale, r.table, r.row, r.column)]
+    return bool(recs) and all(int(as_dict(rec.get("metrics")).get("timing_rounds") or 0) >= MIN_ROUNDS
+                              for rec in recs)
+
+
+def _few(a: list, b: list, rhs: Ref) -> bool:
+    return len(a) < MIN_SEEDS or not (rhs.const is not None or len(b) >= MIN_SEEDS)
+
+
+# ---------------------------------------------------------------- one comparison
+
+def check_pair(cmp: Comparison, claim: Claim, lhs: Ref, rhs: Ref, scale: str | None) -> Check:
+    """Judge one (lhs, rhs) comparison of a claim at one scale (before Holm: ``finish`` adjusts)."""
+    a, b = _values(cmp, lhs, scale), _values(cmp, rhs, scale)
+    if a is None or b is None:
+        missing = [r for r, v in ((lhs, a), (rhs, b)) if v is None]
+        diverged = [str(r) for r in missing if _diverged(cmp, r, scale)]
+        if diverged:  # ran, but left no value: not something a rerun of the same config fills
+            return Check(lhs, rhs, claim.relation, INCONCLUSIVE,
+                         f"training diverged for {', '.join(diverged)}: no final value to compare", "diverged")
+        return Check(lhs, rhs, claim.relation, NOT_RUN, f"not measured: {', '.join(map(str, missing))}")
+    arrays = any(isinstance(v, list) for v in a + b)
+    exact = claim.evidence == "theory" or (claim.evidence == "timing" and alternated(cmp, (lhs, rhs), scale))
+    if claim.relation == "<=":
+        return _bound_exact(lhs, rhs, a, b) if exact else _bound_tested(claim, lhs, rhs, a, b)
+    if arrays:
+        return Check(lhs, rhs, claim.relation, INVALID, "per-layer arrays can only be checked against a bound")
+    effect = float(np.mean(a) - np.mean(b)) - claim.margin
+    if claim.relation == "~":
+        return Check(lhs, rhs, claim.relation, *_within(a, b, claim.tolerance, exact), effect=effect)
+    chance = [c for c in (_at_chance(cmp, lhs, scale), _at_chance(cmp, rhs, scale))]
+    if not exact and chance[0] is not None and (chance[1] is not None or rhs.const is not None
+                                                and rhs.const <= chance[0].chance):
+        return Check(lhs, rhs, claim.relation, NOT_TESTABLE,
+                     f"both sides at chance ({_fmt(chance[0].mean)} vs {_fmt(float(np.mean(b)))}, chance "
+                     f"{_fmt(chance[0].chance)}): neither learned anything to compare", "chance", effect)
+    check = _greater(lhs, rhs, a, b, claim, exact, _binomial(cmp, (lhs, rhs), scale))
+    check.paper_effect = _paper_effect(cmp.paper, claim, lhs, rhs)
+    return check
+
+
+def _greater(lhs: Ref, rhs: Ref, a: list, b: list, claim: Claim, exact: bool, binomial: float | None) -> Check:
+    """lhs > rhs + margin: exact direction (theory, alternated timings), else a test across seeds."""
+    ma, mb = float(np.mean(a)), float(np.mean(b))
+    effect, nb = ma - mb - claim.margin, "const" if rhs.const is not None else len(b)
+    if _few(a, b, rhs):
+        if exact:  # a deterministic value, or timings alternated in rounds: the direction
+            return Check(lhs, rhs, ">", HOLDS if effect > 0 else FAILS,
+                         f"{_fmt(ma)} vs {_fmt(mb)}{_margin(claim)} (exact values, n={len(a)} vs {nb})", "exact",
+                         effect)
+        mde, basis = resolvable_effect(a, b, rhs.const is not None, claim.alpha, binomial)
+        res = f"resolvable ≥ {_fmt(mde)} ({basis})" if mde is not None else basis
+        return Check(lhs, rhs, ">", INCONCLUSIVE,
+                     f"{_fmt(ma)} vs {_fmt(mb)}{_margin(claim)}: effect {effect:+.3g}, {res}; leans "
+                     f"{_lean(effect)}, n={len(a)} vs {nb} < {MIN_SEEDS} seeds", "lean", effect, mde)
+    test = compare_means(a, b, rhs.const is not None, claim.alpha, claim.margin, binomial)
+    method = {"Welch t": "welch", "one-sample t": "t1samp"}.get(test.name, "exact")
+    return Check(lhs, rhs, ">", INCONCLUSIVE, "", method, effect, test.mde, [test])
+
+
+def _margin(claim: Claim) -> str:
+    return f" + {_fmt(claim.margin)}" if claim.margin else ""
+
+
+def _lean(effect: float) -> str:
+    return "lhs > rhs" if effect > 0 else "lhs < rhs" if effect < 0 else "no difference"
+
+
+def _bound_exact(lhs: Ref, rhs: Ref, a: list, b: list) -> Check:
+    """A worst-case statement on exact values (theory, a bound evaluated per model): every seed, element."""
+    try:
+        bound = np.mean(np.asarray(b, dtype=float), axis=0)
+        excess = max(float(np.max(np.asarray(v, dtype=float) - bound)) for v in a)
+        worst = max(float(np.max(v)) for v in a)
+    except ValueError:  # ragged runs or shapes that do not broadcast
+        return Check(lhs, rhs, "<=", INVALID, f"shapes differ: measured {np.shape(a[0])} vs bound {np.shape(b[0])}",
+                     "bound")
+    return Check(lhs, rhs, "<=", HOLDS if excess <= 0 else FAILS,
+                 f"every seed and element checked (n={len(a)}): largest measured - bound = {excess:.4g} "
+                 f"(largest measured {worst:.4g})", "bound", excess)
+
+
+def _bound_tested(claim: Claim, lhs: Ref, rhs: Ref, a: list, b: list) -> Check:
+    """lhs <= rhs for stochastic runs: a one-sided test per element (per block of a curve) across seeds."""
+    if _few(a, b, rhs):
+        return Check(lhs, rhs, "<=", INCONCLUSIVE, f"fewer than {MIN_SEEDS} seeds per side "
+                     f"(n={len(a)} vs {'const' if rhs.const is not None else len(b)})", "lean")
+    try:
+        la, lb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+        if lb.shape[1:] != la.shape[1:]:
+            lb = np.broadcast_to(lb.reshape(len(b), *([1] * (la.ndim - 1))), (len(b), *la.shape[1:]))
+    except ValueError:
+        return Check(lhs, rhs, "<=", INVALID, f"shapes differ: measured {np.shape(a[0])} vs bound {np.shape(b[0])}",
+                     "bound")
+    cols = la.reshape(len(a), -1).T, lb.reshape(len(b), -1).T
+    tests = [compare_means(x, y, rhs.const is not None, claim.alpha) for x, y in zip(*cols)]
+    effect = max(t.effect for t in tests)  # the largest excess over the bound (negative: inside it)
+    return Check(lhs, rhs, "<=", INCONCLUSIVE, "", "welch", effect, max((t.mde or 0.0) for t in tests), tests)
+
+
+def _within(a: list, b: list, tol: float | None, exact: bool = False) -> tuple[str, str, str]:
+    ma, mb = float(np.mean(a)), float(np.mean(b))
+    d = abs(ma - mb)
+    if len(a) >= MIN_SEEDS and len(b) >= MIN_SEEDS:
+        noise = 2 * float(np.sqrt(np.var(a, ddof=1) + np.var(b, ddof=1)))
+        limit = max(noise, tol or 0.0)
+        return (HOLDS if d <= limit else FAILS,
+                f"|{_fmt(ma)} - {_fmt(mb)}| = {_fmt(d)} vs {_fmt(limit)} (2 sd of a one-run difference"
+                f"{', or tolerance' if tol else ''}; n={len(a)} vs {len(b)})", "noise")
+    if tol is not None and exact:
+        return (HOLDS if d <= tol else FAILS,
+                f"|{_fmt(ma)} - {_fmt(mb)}| = {_fmt(d)} vs tolerance {_fmt(tol)} (exact values)", "tolerance")
+    return INCONCLUSIVE, (f"|{_fmt(ma)} - {_fmt(mb)}| = {_fmt(d)}; fewer than {MIN_SEEDS} seeds per side "
+                          f"(n={len(a)} vs {len(b)})"), "lean"
+
+
+# ---------------------------------------------------------------- Holm, then the words
+
+def finish(checks: list[Check], alpha: float) -> None:
+    """Holm across every tested comparison of a claim (each block of a curve counts), then each check's
+    verdict and statistic from the adjusted p-values."""
+    adjust([t for c in checks for t in c.tests])
+    for c in checks:
+        if not c.tests:
+            continue
+        parts = [_part_verdict(t, c.relation, alpha) for t in c.tests]
+        c.verdict = FAILS if FAILS in parts else HOLDS if all(p == HOLDS for p in parts) else INCONCLUSIVE
+        c.below_mde = c.verdict in RESOLVED and len(c.tests) == 1 and c.resolvable is not None \
+            and abs(c.effect) < c.resolvable
+        c.statistic = _test_text(c, parts)
+
+
+def _part_verdict(t: Test, relation: str, alpha: float) -> str:
+    """One tested element: ">" holds on p(>) and fails on p(<); "<=" the other way round."""
+    if t.p_greater is None:  # exact values: the direction ("<=" holds at equality)
+        ok = t.effect <= 0 if relation == "<=" else t.effect > 0
+        bad = t.effect > 0 if relation == "<=" else t.effect < 0
+        return HOLDS if ok else FAILS if bad else INCONCLUSIVE
+    p_ok, p_bad = (t.p_less_adj, t.p_greater_adj) if relation == "<=" else (t.p_greater_adj, t.p_less_adj)
+    return HOLDS if p_ok < alpha else FAILS if p_bad < alpha else INCONCLUSIVE
+
+
+def _test_text(c: Check, parts: list[str]) -> str:
+    t = c.tests[0]
+    if len(c.tests) > 1:
+        worst = max(c.tests, key=lambda x: x.effect)
+        return (f"{len(c.tests)} blocks tested across seeds (n={t.n[0]} vs {t.n[1]}): {parts.count(HOLDS)} hold, "
+                f"{parts.count(FAILS)} exceed the bound, {parts.count(INCONCLUSIVE)} inconclusive (Holm); largest "
+                f"excess {worst.effect:+.3g}" + (f", p(>)={worst.p_greater:.3g}, Holm {worst.p_greater_adj:.3g}"
+                                                 if worst.p_greater is not None else ""))
+    res = f"resolvable ≥ {_fmt(t.mde)} ({t.basis})" if t.mde is not None else t.basis
+    head = f"effect {t.effect:+.3g}" + (f" [95% CI {t.ci[0]:+.3g}, {t.ci[1]:+.3g}]" if t.ci else "") + f", {res}"
+    if t.p_greater is None:
+        return f"{head}; no spread across seeds (n={t.n[0]} vs {t.n[1]})"
+    p, p_adj = (t.p_less, t.p_less_adj) if c.relation == "<=" else (t.p_greater, t.p_greater_adj)
+    q, q_adj = (t.p_greater, t.p_greater_adj) if c.relation == "<=" else (t.p_less, t.p_less_adj)
+    below = "; significant but below the resolvable effect: the estimate is likely inflated" if c.below_mde else ""
+    paper = f"; paper's effect {c.paper_effect:+.3g}" if c.paper_effect is not None else ""
+    if c.paper_effect is not None and t.ci and not t.ci[0] <= c.paper_effect <= t.ci[1]:
+        paper += " (outside our 95% interval)"
+    return (f"{head}; one-sided {t.name}={t.statistic:.2f}, p(holds)={p:.3g} (Holm {p_adj:.3g}), "
+            f"p(fails)={q:.3g} (Holm {q_adj:.3g}), n={t.n[0]} vs {t.n[1]}{paper}{below}")
+
+
+def _paper_value(paper: Paper, ref: Ref) -> float | None:
+    """The printed value of a cell, or for an unprinted derived cell the value computed from its operands."""
+    if ref.const is not None:
+        return ref.const
+    table = paper.table(ref.table)
+    row, col = table.row(ref.row), table.column(ref.column)
+    pv = row.values.get(col.key)
+    if pv is not None and pv.reported:
+        return pv.value
+    if col.derived:
+        a, b = row.values.get(col.derived["a"]), row.values.get(col.derived["b"])
+        if a is not None and b is not None and a.reported and b.reported:
+            return derive(col.derived["op"], a.value, b.value)
+    return None
+
+
+def _paper_effect(paper: Paper, claim: Claim, lhs: Ref, rhs: Ref) -> float | None:
+    a, b = _paper_value(paper, lhs), _paper_value(paper, rhs)
+    return None if a is None or b is None else a - b - claim.margin
+
+
+def on_paper(paper: Paper, claim: Claim) -> str:
+    """Does the claim hold on the paper's own printed numbers? (a check of the claim's transcription)"""
+    ok = []
+    for lhs, rhs in claim.pairs:
+        a, b = _paper_value(paper, lhs), _paper_value(paper, rhs)
+        if a is None or b is None:
+            return ""
+        ok.append(a - b > claim.margin if claim.relation == ">" else a <= b if claim.relation == "<=" else
+                  abs(a - b) <= (claim.tolerance or 0.0))
+    return "" if not ok else HOLDS if all(ok) else FAILS

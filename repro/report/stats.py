@@ -1,0 +1,106 @@
+"""The statistics behind a verdict: one-sided tests across seeds, 95 % intervals, Holm, resolvable effects.
+
+Why here and not in claims.py: the verdict rules (repro/report/README.md) decide what a result means;
+this module only computes numbers, each from scipy.stats, so both can be read and tested apart.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+POWER = 0.8  # the power at which the smallest resolvable effect is stated
+
+
+@dataclass
+class Test:
+    """One lhs - rhs > margin comparison across seeds: effect, interval, both one-sided p-values."""
+    effect: float                    # mean(lhs) - mean(rhs) - margin
+    ci: tuple[float, float] | None   # 95 % two-sided interval of the effect (None: no spread to estimate it)
+    p_greater: float | None          # one-sided p of effect > 0 (None: exact values, no test)
+    p_less: float | None             # one-sided p of effect < 0
+    name: str                        # "Welch t", "one-sample t", "exact"
+    statistic: float | None
+    n: tuple[int, int | str]         # seeds per side ("const" for a number)
+    mde: float | None = None         # smallest effect the test resolves (one-sided alpha, 80 % power)
+    basis: str = ""                  # where the mde comes from
+    p_greater_adj: float | None = None  # Holm-adjusted across the claim's comparisons
+    p_less_adj: float | None = None
+
+
+def flat(values) -> bool:
+    """No spread across seeds beyond float rounding (relative 1e-9)."""
+    v = np.asarray(values, dtype=float)
+    return float(np.ptp(v)) <= 1e-9 * max(1.0, float(np.max(np.abs(v))))
+
+
+def resolvable_effect(a: list, b: list, rhs_const: bool, alpha: float,
+                      binomial: float | None = None) -> tuple[float | None, str]:
+    """The smallest lhs - rhs a one-sided test at ``alpha`` detects with 80 % power, and its basis.
+
+    From the seed spread when both sides have >= 2 seeds (Welch's standard error and degrees of
+    freedom); else from ``binomial``, the standard error of one run's accuracy on its test set (a lower
+    bound: seed-to-seed noise adds to it); else unknown.
+    """
+    na, nb = len(a), len(b)
+    va = float(np.var(a, ddof=1)) if na >= 2 else None
+    vb = 0.0 if rhs_const else (float(np.var(b, ddof=1)) if nb >= 2 else None)
+    if va is not None and vb is not None and va + vb > 0:
+        se, df = _welch_se_df(va / na, 0.0 if rhs_const else vb / nb, na, nb)
+        t = stats.t.ppf(1 - alpha, df) + stats.t.ppf(POWER, df)
+        return float(t * se), f"seed spread, n={na} vs {'const' if rhs_const else nb}"
+    if binomial:
+        se = binomial * math.sqrt(1 / na + (0.0 if rhs_const else 1 / nb))
+        z = stats.norm.ppf(1 - alpha) + stats.norm.ppf(POWER)
+        return float(z * se), "test-set binomial error only; seed noise adds to it"
+    return None, "unknown: one run per side and no test-set noise model"
+
+
+def _welch_se_df(qa: float, qb: float, na: int, nb: int) -> tuple[float, float]:
+    """Welch's standard error of a difference of means and its Welch-Satterthwaite degrees of freedom."""
+    df = (qa + qb) ** 2 / ((qa ** 2 / (na - 1) if qa else 0.0) + (qb ** 2 / (nb - 1) if qb else 0.0))
+    return math.sqrt(qa + qb), df
+
+
+def compare_means(a: list, b: list, rhs_const: bool, alpha: float, margin: float = 0.0,
+                  binomial: float | None = None) -> Test:
+    """lhs - rhs > margin across seeds (scipy.stats): Welch's t when both sides spread, a one-sample t
+    when one side is flat (a number, or a gate at its init), exact values when neither spreads."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    ma, mb = float(np.mean(a)), float(np.mean(b))
+    n = (len(a), "const" if rhs_const else len(b))
+    mde, basis = resolvable_effect(list(a), list(b), rhs_const, alpha, binomial)
+    effect = ma - mb - margin
+    a_flat, b_flat = flat(a), rhs_const or flat(b)
+    if a_flat and b_flat:  # a t statistic of rounding noise would mean nothing
+        return Test(effect, None, None, None, "exact", None, n, mde, basis)
+    if b_flat:    # lhs against a number: is its mean above mb + margin?
+        r, shift, name = stats.ttest_1samp(a, mb + margin), mb + margin, "one-sample t"
+    elif a_flat:  # the same from the other side: -rhs above -(ma - margin) (same t, same sign)
+        r, shift, name = stats.ttest_1samp(-b, margin - ma), margin - ma, "one-sample t"
+    else:
+        r, shift, name = stats.ttest_ind(a, b + margin, equal_var=False), 0.0, "Welch t"
+    lo, hi = r.confidence_interval(0.95)
+    return Test(effect, (float(lo) - shift, float(hi) - shift), float(stats.t.sf(r.statistic, r.df)),
+                float(stats.t.cdf(r.statistic, r.df)), name, float(r.statistic), n, mde, basis)
+
+
+def holm(pvalues: list[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1), in the input order."""
+    m = len(pvalues)
+    order = sorted(range(m), key=lambda i: pvalues[i])
+    out, running = [0.0] * m, 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * pvalues[i]))
+        out[i] = running
+    return out
+
+
+def adjust(tests: list[Test]) -> None:
+    """Holm across a claim's tested comparisons, separately for each direction (family-wise alpha)."""
+    tested = [t for t in tests if t.p_greater is not None]
+    for attr in ("p_greater", "p_less"):
+        for t, p in zip(tested, holm([getattr(t, attr) for t in tested])):
+            setattr(t, attr + "_adj", p)

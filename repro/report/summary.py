@@ -1,0 +1,49 @@
+"""A verdict as numbers (summary.json, claims.csv): effect, 95 % interval, one-sided p raw and Holm-adjusted,
+n per side, the smallest resolvable effect, preconditions with their measured values, evidence kind.
+
+Why numbers and not prose: a reader who quotes a verdict, or a script that collects them across papers,
+needs the values the statistic text is written from.
+"""
+from __future__ import annotations
+
+from repro.report.comparisons import Check, Verdict
+from repro.report.tally import kind
+
+
+def _num(x) -> float | None:
+    return None if x is None else round(float(x), 6)
+
+
+def check_entry(c: Check) -> dict:
+    """One comparison: the numbers of its test (for a per-layer curve, of its block with the largest excess)."""
+    t = max(c.tests, key=lambda x: x.effect) if c.tests else None
+    ok, bad = ("p_less", "p_greater") if c.relation == "<=" else ("p_greater", "p_less")
+    return {"lhs": str(c.lhs), "rhs": str(c.rhs), "relation": c.relation, "verdict": c.verdict, "method": c.method,
+            "effect": _num(c.effect), "ci95": [_num(x) for x in t.ci] if t and t.ci else None,
+            "p_holds": _num(getattr(t, ok)) if t else None, "p_fails": _num(getattr(t, bad)) if t else None,
+            "p_holds_holm": _num(getattr(t, ok + "_adj")) if t else None,
+            "p_fails_holm": _num(getattr(t, bad + "_adj")) if t else None,
+            "n": list(t.n) if t else None, "resolvable_effect": _num(c.resolvable),
+            "paper_effect": _num(c.paper_effect), "below_resolvable": c.below_mde,
+            "elements": len(c.tests) or None, "statistic": c.statistic}
+
+
+def resolvability(v: Verdict) -> str:
+    """resolvable / not resolvable / unknown: the paper's effect against the smallest effect we resolve."""
+    pairs = [(c.paper_effect, c.resolvable) for c in v.checks
+             if c.paper_effect is not None and c.resolvable is not None and c.paper_effect > 0]
+    if not pairs:
+        return "unknown"
+    return "not resolvable" if any(p < r for p, r in pairs) else "resolvable"
+
+
+def claim_entry(v: Verdict) -> dict:
+    """A claim's (or precondition's) verdict at one scale, with every number behind it."""
+    return {"id": v.claim.id, "scale": v.scale, "kind": kind(v), "evidence": v.claim.evidence,
+            "reading": v.claim.reading, "verdict": v.verdict, "label": v.label, "result": v.result or None,
+            "met": v.verdict == "holds" if v.claim.evidence == "precondition" else None,
+            "resolvability": resolvability(v), "statistic": v.statistic, "on_paper": v.on_paper or None,
+            "requires": [{"id": p.claim.id, "text": p.claim.text, "met": p.verdict == "holds", "verdict": p.verdict,
+                          "comparisons": [check_entry(c) for c in p.checks]} for p in v.preconditions],
+            "controls": [check_entry(c) for c in v.controls],
+            "comparisons": [check_entry(c) for c in v.checks]}

@@ -1,0 +1,97 @@
+"""Counts of verdicts, kept apart by kind of evidence, and the "did it reproduce?" headline per scale.
+
+Why apart: a mathematical inequality that holds (it can only fail by a bug), a precondition, a stricter
+reading of ours and another paper's claim are not evidence that *this* paper's training claims
+reproduce. Only the paper's own training claims make the headline's count; the rest are listed beside it.
+"""
+from __future__ import annotations
+
+from repro.report.compare import Cell, Comparison
+from repro.report.comparisons import (FAILS, HOLDS, INCONCLUSIVE, NOT_DESIGNED, NOT_RESOLVABLE, NOT_RUN,
+                                      NOT_TESTABLE, OUTSIDE, SMOKE, JUDGED, Verdict, _cell)
+from repro.report.provenance import as_dict, data_label
+from repro.runs import is_smoke
+
+KINDS = ("training", "theory", "timing", "precondition", "ours", "cited")
+KIND_LABELS = {"training": "the paper's training claims", "theory": "theory (inequalities, constructions, counts)",
+               "timing": "timing", "precondition": "preconditions (the paper's regime, measured)",
+               "ours": "stricter readings (ours, not the paper's)", "cited": "cited (another paper's claims)"}
+ORDER = (HOLDS, FAILS, OUTSIDE, NOT_RESOLVABLE, NOT_TESTABLE, INCONCLUSIVE, SMOKE, NOT_DESIGNED, "timing", NOT_RUN,
+         "not reproduced", "invalid")
+
+
+def kind(v: Verdict) -> str:
+    """training / theory / timing / precondition, or ours / cited for claims that are not the paper's."""
+    return v.claim.reading if v.claim.reading != "paper" else v.claim.evidence
+
+
+def tally(verdicts: list[Verdict]) -> dict[str, dict[str, dict[str, int]]]:
+    """Per scale ("none": judged at no scale) and kind, how many claims got each verdict."""
+    out: dict = {}
+    for v in sorted(verdicts, key=lambda v: ORDER.index(v.verdict) if v.verdict in ORDER else len(ORDER)):
+        counts = out.setdefault(v.scale or "none", {}).setdefault(kind(v), {})
+        counts[v.verdict] = counts.get(v.verdict, 0) + 1
+    return {s: {k: by[k] for k in KINDS if k in by} for s, by in out.items()}
+
+
+def headline(cmp: Comparison, verdicts: list[Verdict], preconditions: list[Verdict] = ()) -> list[dict]:
+    """"Did it reproduce?" per scale with records: the paper's own training claims by verdict (of those
+    the scale is designed for), and every other kind counted apart, with the data and seeds behind them."""
+    out = []
+    for scale in cmp.scales:
+        at = [v for v in verdicts if v.scale == scale]
+        train = [v for v in at if kind(v) == "training"]
+        aimed = [v for v in train if v.verdict not in (SMOKE, NOT_DESIGNED)]
+        count = lambda vs, verdict: sum(v.verdict == verdict for v in vs)  # noqa: E731
+        h = {"scale": scale, "training_total": len(train), "training_designed": len(aimed),
+             "resolved": count(aimed, HOLDS) + count(aimed, FAILS), "hold": count(aimed, HOLDS),
+             "fail": count(aimed, FAILS), "outside_regime": count(aimed, OUTSIDE),
+             "not_resolvable": count(aimed, NOT_RESOLVABLE), "not_testable": count(aimed, NOT_TESTABLE),
+             "inconclusive": count(aimed, INCONCLUSIVE), "not_run": count(aimed, NOT_RUN)}
+        for k in KINDS[1:]:
+            group = [v for v in (preconditions if k == "precondition" else at)
+                     if kind(v) == k and v.scale == scale and v.verdict in (*JUDGED, OUTSIDE)]
+            h[k] = {"total": len(group), "hold": count(group, HOLDS), "fail": count(group, FAILS),
+                    "other": len(group) - count(group, HOLDS) - count(group, FAILS)}
+        h["theory_total"], h["theory_hold"] = h["theory"]["total"], h["theory"]["hold"]
+        h["seeds"] = sorted({len(c.measured.values) for v in aimed for ch in v.checks for c in _cells(cmp, ch, scale)})
+        h["data"] = sorted({lbl for r in cmp.records if r.get("scale") == scale for lbl in [_data(r)] if lbl})
+        out.append(h)
+    return out
+
+
+def headline_text(h: dict) -> str:
+    """One line: 'cpu: the paper's training claims: 2 hold, 3 fail, 4 outside the paper's regime ... of 12
+    designed for cpu (17 in all); theory: 4 of 4 hold; preconditions: 1 of 3 met; ...'."""
+    if is_smoke(h["scale"]):
+        train = f"{h['training_total']} training claims not judged (smoke scale)"
+    elif not h["training_designed"]:
+        train = f"no training claim designed for this scale ({h['training_total']} not designed)"
+    else:
+        parts = [f"{h['hold']} hold", f"{h['fail']} fail"] + [
+            f"{h[k]} {label}" for k, label in (("outside_regime", "outside the paper's regime"),
+                                               ("not_resolvable", "not resolvable"),
+                                               ("not_testable", "not testable"), ("inconclusive", "inconclusive"),
+                                               ("not_run", "not run")) if h[k]]
+        train = (f"the paper's training claims: {', '.join(parts)} (of {h['training_designed']} designed for "
+                 f"{h['scale']}; {h['training_total']} in all)")
+    others = []
+    for k, word in (("theory", "hold"), ("timing", "hold"), ("precondition", "met"), ("ours", "hold"),
+                    ("cited", "hold")):
+        g = h.get(k) or {}
+        if g.get("total"):
+            name = {"precondition": "preconditions", "ours": "stricter readings (ours)"}.get(k, k)
+            rest = f", {g['other']} other" if g["other"] else ""
+            fail = f"{g['fail']} {'not met' if k == 'precondition' else 'fail'}"
+            others.append(f"{name}: {g['hold']} {word}, {fail}{rest} (of {g['total']})")
+    seeds = f"{'/'.join(map(str, h['seeds']))} seed(s) per cell" if h["seeds"] else ""
+    return f"{h['scale']}: " + "; ".join(x for x in (train, *others, "; ".join(h["data"]), seeds) if x)
+
+
+def _cells(cmp: Comparison, check, scale: str) -> list[Cell]:
+    return [c for c in (_cell(cmp, r, scale) for r in (check.lhs, check.rhs)) if c is not None]
+
+
+def _data(rec: dict) -> str:
+    config = as_dict(rec.get("config"))
+    return data_label(config) if as_dict(config.get("data")) else ""
