@@ -208,3 +208,28 @@ def test_summary_json_carries_numbers_preconditions_and_holm(tmp_path):
     assert outside["requires"][0]["comparisons"][0]["effect"] == pytest.approx(1.5667 - 5, abs=1e-3)
     assert {p["id"] for p in s["preconditions"]} == {"pre_limited"}
     assert claims["small_gain"]["resolvability"] == "not resolvable"  # the paper's +0.5: a statement on the design
+
+
+PAPERS = ("convit", "cmhsa", "oversmoothing", "augvit", "respostln")
+
+
+@pytest.mark.parametrize("pid", PAPERS)
+def test_the_notebook_and_the_committed_report_find_the_same_verdicts(pid, tmp_path):
+    """One code path: the notebook's ReportView (run from results/<id>/, as nbconvert does) judges every
+    (scale, claim) as the committed summary.json and the index do."""
+    import os
+
+    from repro.report.notebook import ReportView
+
+    root = Path(__file__).resolve().parents[1]
+    summary = json.loads((root / "results" / pid / "summary.json").read_text())
+    cwd = os.getcwd()
+    os.chdir(root / "results" / pid)
+    try:
+        view = ReportView(pid)
+    finally:
+        os.chdir(cwd)
+    ours = {(v.claim.id, v.scale): v.verdict for v in view.verdicts}
+    assert ours == {(c["id"], c["scale"]): c["verdict"] for c in summary["claims"]}
+    index = (root / "results" / "index.html").read_text()
+    assert all(c["label"] in index for c in summary["claims"])
