@@ -31,7 +31,8 @@ def augvit_dense_proj(pretrained: bool = False, base: str = "repro_deit_tiny_c32
     model = timm.create_model(base, pretrained=pretrained, **kwargs)  # pretrained=True: the base refuses it
     model.pretrained_cfg = model.default_cfg = {**model.pretrained_cfg, "architecture": "augvit_dense_proj",
                                                  "description": DESCRIPTION}
-    for blk in model.blocks:
+    core = model.model if kwargs.get("features_only") else model  # timm's FeatureGetterNet wraps the model
+    for blk in core.blocks:
         for name in ("aug_attn", "aug_mlp"):
             shortcut = getattr(blk, name)
             if shortcut is not None:

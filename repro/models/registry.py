@@ -45,7 +45,8 @@ _add("repro_deit_tiny_c32", dict(**DEIT, **C32, embed_dim=192, num_heads=3),
 _add("repro_convit_tiny_c32", dict(**CONVIT, **C32, embed_dim=192, num_heads=4),
      "ConViT-Ti at 32 px, patch 4: ConViT Table 1's ConViT-Ti scaled to CIFAR.", "convit")
 _add("repro_convit_tiny9_c32", dict(**CONVIT, **C32, embed_dim=198, num_heads=9),
-     "ConViT at 32 px with 9 heads (3x3 conv init on integer offsets), width ~ Ti.", "convit")
+     "ConViT at 32 px with 9 heads (ConViT Table 1's ConViT-S head count: 3x3 conv init on integer offsets), "
+     "width ~ Ti.", "convit")
 
 # CMHSA Table 1 baselines on CIFAR-100 at 224 px (ViT-base and DeiT-base share the architecture;
 # they differ by recipe).
