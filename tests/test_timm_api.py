@@ -243,6 +243,16 @@ def test_no_weight_decay_names_parameters_the_model_has(family):
     assert model.no_weight_decay() <= {n for n, _ in model.named_parameters()}
 
 
+def test_relative_position_tables_get_no_weight_decay():
+    """As timm's Swin and BEiT: the optimizer factory keeps CMHSA's bias tables out of weight decay."""
+    model = _model("cmhsa_relpos")
+    optimizer = create_optimizer_v2(model, "adamw", lr=1e-3, weight_decay=0.05)
+    decay = {id(p): g["weight_decay"] for g in optimizer.param_groups for p in g["params"]}
+    tables = [p for n, p in model.named_parameters() if n.endswith("rel_pos.table")]
+    assert len(tables) == 2 and all(decay[id(p)] == 0.0 for p in tables)
+    assert decay[id(model.blocks[0].attn.qkv.weight)] == 0.05
+
+
 @pytest.mark.parametrize("family", ["deit_224", "talking_heads"])
 def test_dynamic_img_size_resamples_the_position_embedding(family):
     """At its own size the dynamic model is the fixed one; at another, the fixed model built there with the

@@ -149,8 +149,10 @@ class VisionTransformer(nn.Module):
 
     @torch.jit.ignore
     def no_weight_decay(self) -> set[str]:
-        """Parameters timm's optimizer factory keeps out of weight decay: the embeddings this model has."""
-        return {name for name in ("pos_embed", "cls_token") if getattr(self, name) is not None}
+        """Parameters timm's optimizer factory keeps out of weight decay: the embeddings this model has and
+        CMHSA's relative-position tables (as timm's Swin and BEiT keep theirs)."""
+        embeddings = {name for name in ("pos_embed", "cls_token") if getattr(self, name) is not None}
+        return embeddings | {name for name, _ in self.named_parameters() if name.endswith(".rel_pos.table")}
 
     @torch.jit.ignore
     def group_matcher(self, coarse: bool = False) -> dict:
