@@ -253,7 +253,7 @@ def test_relative_position_tables_get_no_weight_decay():
     assert decay[id(model.blocks[0].attn.qkv.weight)] == 0.05
 
 
-@pytest.mark.parametrize("family", ["deit_224", "talking_heads"])
+@pytest.mark.parametrize("family", [f for f in FAMILIES if f not in GRID_BOUND])
 def test_dynamic_img_size_resamples_the_position_embedding(family):
     """At its own size the dynamic model is the fixed one; at another, the fixed model built there with the
     embedding resampled (timm's resample_abs_pos_embed)."""
