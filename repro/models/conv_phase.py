@@ -41,8 +41,8 @@ class PatchConvolution(nn.Module):
         return patchify(self.conv(unpatchify(x, self.grid, self.patch_size)), self.patch_size)
 
 
-def conv_phase_vit(kernel_size: int = 3, img_size: int | tuple[int, int] = 224, patch_size: int = 16, in_chans: int = 3,
-                   embed_dim: int | None = None, **kwargs) -> VisionTransformer:
+def conv_phase_vit(kernel_size: int = 3, img_size: int | tuple[int, int] = 224, patch_size: int = 16,
+                   in_chans: int = 3, embed_dim: int | None = None, **kwargs) -> VisionTransformer:
     """The CMHSA-K convolution-phase model: ``VisionTransformer`` with identity patch embedding, GAP head,
     no position embedding, and a ``PatchConvolution`` in place of each block's attention.
 
@@ -59,7 +59,8 @@ def conv_phase_vit(kernel_size: int = 3, img_size: int | tuple[int, int] = 224, 
             raise ValueError(f"the conv phase needs {key}={required!r} (CMHSA Sec. 4.1)")
     global_pool = kwargs.pop("global_pool", "avg")
     if global_pool == "token":
-        raise ValueError("the conv phase has no class token (CMHSA Sec. 4.1): use global_pool='avg', or '' for the tokens")
+        raise ValueError("the conv phase has no class token (CMHSA Sec. 4.1): use global_pool='avg', "
+                         "or '' for the tokens")
     for key in ("num_heads", "head_dim", "qkv_bias", "attn_drop_rate"):
         kwargs.pop(key, None)  # attention-only settings: meaningless for a convolution
     return VisionTransformer(img_size=img_size, patch_size=patch_size, in_chans=in_chans, embed_dim=dim,

@@ -12,7 +12,8 @@ def patchify(img: torch.Tensor, patch: int) -> torch.Tensor:
     """(B, C, H, W) -> (B, (H/P)(W/P), P*P*C)."""
     b, c, h, w = img.shape
     # torch._assert, not `if ...: raise`: FX tracing cannot branch on a traced shape
-    torch._assert((h % patch == 0) & (w % patch == 0), f"image {h}x{w} is not divisible into {patch}x{patch} patches")
+    torch._assert((h % patch == 0) & (w % patch == 0),
+                  f"image {h}x{w} is not divisible into {patch}x{patch} patches; resize it or change patch_size")
     x = img.reshape(b, c, h // patch, patch, w // patch, patch)
     return x.permute(0, 2, 4, 3, 5, 1).reshape(b, (h // patch) * (w // patch), patch * patch * c)
 

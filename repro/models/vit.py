@@ -178,7 +178,8 @@ class VisionTransformer(nn.Module):
                                  "choose 'avg' or ''")
             self.global_pool = global_pool
         self.num_classes = num_classes
-        self.head = nn.Linear(self.embed_dim, num_classes, **get_device_dtype(self)) if num_classes > 0 else nn.Identity()
+        self.head = (nn.Linear(self.embed_dim, num_classes, **get_device_dtype(self)) if num_classes > 0
+                     else nn.Identity())
         self.head.train(self.training)
 
     def _add_cls(self, x: torch.Tensor) -> torch.Tensor:
