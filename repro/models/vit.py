@@ -174,7 +174,7 @@ class VisionTransformer(nn.Module):
             if global_pool not in POOLS:
                 raise ValueError(f"unknown global_pool {global_pool!r}; choose one of {POOLS}")
             if global_pool == "token" and self.cls_token is None:
-                raise ValueError("global_pool='token' reads the class token, which this model has none of; "
+                raise ValueError("global_pool='token' reads the class token and this model has none; "
                                  "choose 'avg' or ''")
             self.global_pool = global_pool
         self.num_classes = num_classes
@@ -260,7 +260,7 @@ class VisionTransformer(nn.Module):
         take, last = feature_take_indices(len(self.blocks), indices)
         self.blocks = self.blocks[:last + 1]
         if self.cls_token is not None and last < self.cls_insert_at:
-            # ConViT's class token would join after the kept blocks: it goes, and a head reading it with it
+            # ConViT's class token would join after the kept blocks: it goes, and so does a head reading it
             self.cls_token = None
             self.num_prefix_tokens = 0
             prune_head = prune_head or self.global_pool == "token"
