@@ -30,6 +30,7 @@ class RelativePositionBias(nn.Module):
         super().__init__()
         self.grid = tuple(grid)
         gh, gw = self.grid
+        self.num_tokens = gh * gw
         self.table = nn.Parameter(torch.zeros(num_heads, 2 * gh - 1, 2 * gw - 1))
         off = relative_offsets(self.grid)
         self.register_buffer("index", (off[..., 0] + gh - 1) * (2 * gw - 1) + off[..., 1] + gw - 1,
@@ -37,9 +38,9 @@ class RelativePositionBias(nn.Module):
 
     def forward(self, num_prefix: int = 0) -> torch.Tensor:
         bias = self.table.flatten(1)[:, self.index]  # (H, N, N)
-        if num_prefix:
-            bias = F.pad(bias, (num_prefix, 0, num_prefix, 0))
-        return bias
+        # padded even by 0 (a copy of H x N x N): the prefix count is traced from the input under FX,
+        # and a branch on it would not trace
+        return F.pad(bias, (num_prefix, 0, num_prefix, 0))
 
     def set_offset_table(self, values: torch.Tensor) -> None:
         """Overwrite the table with (H, 2gh-1, 2gw-1) values, e.g. the one-hot offsets of CMHSA Lemma 2."""
@@ -66,16 +67,16 @@ class Attention(nn.Module):
         self.proj_drop = nn.Dropout(proj_drop)
         self.rel_pos = RelativePositionBias(num_heads, rel_pos_grid) if rel_pos_grid else None
 
-    def _qkv(self, x: torch.Tensor):
+    def _qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         b, n, _ = x.shape
-        q, k, v = self.qkv(x).reshape(b, n, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = self.qkv(x).reshape(b, n, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
         return q, k, v
 
-    def _bias(self, n: int, dtype) -> torch.Tensor | None:
+    def _bias(self, n: int, dtype: torch.dtype) -> torch.Tensor | None:
+        """The relative position bias for n tokens (the ones before the patch grid get zero bias), or None."""
         if self.rel_pos is None:
             return None
-        grid_tokens = self.rel_pos.grid[0] * self.rel_pos.grid[1]
-        return self.rel_pos(n - grid_tokens).to(dtype)
+        return self.rel_pos(n - self.rel_pos.num_tokens).to(dtype)
 
     def _merge(self, out: torch.Tensor) -> torch.Tensor:
         b, _, n, _ = out.shape
@@ -107,18 +108,15 @@ class TalkingHeadsAttention(Attention):
         self.mix_logits = nn.Linear(num_heads, num_heads)
         self.mix_weights = nn.Linear(num_heads, num_heads)
 
-    @staticmethod
-    def _mix(t: torch.Tensor, lin: nn.Linear) -> torch.Tensor:
-        return lin(t.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
-
-    def _weights(self, x: torch.Tensor):
+    def _weights(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Softmax scores, head-mixed weights and values; heads are mixed on the last axis, (B, N, N, H)."""
         q, k, v = self._qkv(x)
         logits = (q @ k.transpose(-2, -1)) * self.scale
         bias = self._bias(x.shape[1], logits.dtype)
         if bias is not None:
             logits = logits + bias
-        softmax = self._mix(logits, self.mix_logits).softmax(dim=-1)
-        return softmax, self._mix(softmax, self.mix_weights), v
+        softmax = self.mix_logits(logits.permute(0, 2, 3, 1)).permute(0, 3, 1, 2).softmax(dim=-1)
+        return softmax, self.mix_weights(softmax.permute(0, 2, 3, 1)).permute(0, 3, 1, 2), v
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _, weights, v = self._weights(x)

@@ -37,29 +37,32 @@ class Block(nn.Module):
         self.norm2 = norm_layer(dim)
         self.mlp = Mlp(dim, int(dim * mlp_ratio), act_layer=nn.GELU, drop=proj_drop)
         self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
-        if norm == "res_post_ln":
-            self.post_norm1 = norm_layer(dim)
-            self.post_norm2 = norm_layer(dim)
+        # None rather than absent: TorchScript drops the branches of a None attribute at compile time
+        self.post_norm1 = norm_layer(dim) if norm == "res_post_ln" else None
+        self.post_norm2 = norm_layer(dim) if norm == "res_post_ln" else None
         self.aug_attn = AugmentedShortcut(dim, aug_paths, fft=aug_fft) if aug_paths else None
         self.aug_mlp = AugmentedShortcut(dim, aug_paths, fft=aug_fft) if aug_paths and aug_mlp else None
         self.aug_scale = aug_scale
 
-    def _sublayer(self, x, fn, norm, post_norm, aug):
-        """One residual sub-layer in the chosen norm placement, plus augmented paths if any."""
-        if self.norm_placement == "post_ln":
-            y = x + self.drop_path(fn(x))
-            if aug is not None:
-                y = (y + aug(x)) * self.aug_scale
-            return norm(y)
-        h = norm(x)
-        out = fn(h)
-        if post_norm is not None:
-            out = post_norm(out)
+    def _residual(self, x: torch.Tensor, out: torch.Tensor, aug: torch.Tensor | None) -> torch.Tensor:
+        """x + DropPath(out), plus the augmented paths' sum scaled as the Aug-ViT release does."""
         y = x + self.drop_path(out)
         if aug is not None:
-            y = (y + aug(h)) * self.aug_scale
+            y = (y + aug) * self.aug_scale
         return y
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self._sublayer(x, self.attn, self.norm1, getattr(self, "post_norm1", None), self.aug_attn)
-        return self._sublayer(x, self.mlp, self.norm2, getattr(self, "post_norm2", None), self.aug_mlp)
+        # Both sub-layers written out (timm's Block does the same): TorchScript cannot pass modules to a helper.
+        if self.norm_placement == "post_ln":
+            x = self.norm1(self._residual(x, self.attn(x), None if self.aug_attn is None else self.aug_attn(x)))
+            return self.norm2(self._residual(x, self.mlp(x), None if self.aug_mlp is None else self.aug_mlp(x)))
+        h = self.norm1(x)
+        out = self.attn(h)
+        if self.post_norm1 is not None:
+            out = self.post_norm1(out)
+        x = self._residual(x, out, None if self.aug_attn is None else self.aug_attn(h))
+        h = self.norm2(x)
+        out = self.mlp(h)
+        if self.post_norm2 is not None:
+            out = self.post_norm2(out)
+        return self._residual(x, out, None if self.aug_mlp is None else self.aug_mlp(h))

@@ -14,30 +14,28 @@ embed_dim unless given.
 """
 from __future__ import annotations
 
-from contextlib import nullcontext
-
-import torch
-from timm.models import register_model
+from timm.models import generate_default_cfgs, register_model
 
 from .conv_phase import conv_phase_vit
+from .factory import build, pretrained_cfg
 from .vit import VisionTransformer
 
-_TIMM_ONLY = ("pretrained_cfg", "pretrained_cfg_overlay", "cache_dir")
 PAPER = dict(img_size=224, patch_size=16, in_chans=3, num_classes=100, depth=6, mlp_ratio=4.0)
 SMALL = dict(PAPER, img_size=32, patch_size=8)
+# no first_conv: the identity patch embedding has no convolution for timm to adapt to other in_chans
+default_cfgs = generate_default_cfgs({
+    f"repro_cmhsa_{kind}{suffix}": pretrained_cfg(f"{row} (CMHSA Table 1){note}", "cmhsa", size["img_size"],
+                                                  size["num_classes"], first_conv=None)
+    for kind, row in (("3_conv", "CMHSA-3 (1st phase)"), ("5_conv", "CMHSA-5 (1st phase)"),
+                      ("attn", "CMHSA (2nd phase)"))
+    for suffix, size, note in (("", PAPER, ""), ("_c32", SMALL, ", at 32 px / patch 8"))})
 
 
 def _build(name: str, builder, defaults: dict, pretrained: bool, kwargs: dict):
     """Merge overrides into ``defaults`` and build (on ``device`` if given, e.g. 'meta' to count parameters)."""
-    if pretrained:
-        raise ValueError(f"{name} has no pretrained weights: train the convolution phase and transfer it "
-                         "(repro.models.transfer.conv_to_mhsa)")
-    for key in _TIMM_ONLY:
-        kwargs.pop(key, None)
-    device = kwargs.pop("device", None)
-    cfg = {**defaults, **kwargs}
-    with torch.device(device) if device is not None else nullcontext():
-        return builder(**cfg)
+    refusal = (f"{name} has no pretrained weights: train the convolution phase and transfer it "
+               "(repro.models.transfer.conv_to_mhsa)")
+    return build(name, builder, defaults, kwargs, pretrained, refusal)
 
 
 def _attention_phase(**cfg) -> VisionTransformer:
@@ -45,7 +43,9 @@ def _attention_phase(**cfg) -> VisionTransformer:
     cfg.setdefault("embed_dim", dim)
     cfg.setdefault("head_dim", cfg["embed_dim"])
     cfg.setdefault("num_heads", 9)
-    return VisionTransformer(attn="relpos", patch_embed="identity", global_pool="avg", pos_embed="none", **cfg)
+    cfg.setdefault("global_pool", "avg")
+    cfg.setdefault("class_token", False)
+    return VisionTransformer(attn="relpos", patch_embed="identity", pos_embed="none", **cfg)
 
 
 @register_model

@@ -35,14 +35,14 @@ class PatchConvolution(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         n = self.grid[0] * self.grid[1]
-        if x.shape[1] != n:
-            raise ValueError(f"PatchConvolution expects exactly the {n} patch tokens of a {self.grid} grid, got "
-                             f"{x.shape[1]} tokens (a class token cannot be convolved: use global_pool='avg')")
+        # torch._assert, not `if ...: raise`: FX tracing cannot branch on a traced token count
+        torch._assert(x.shape[1] == n, f"PatchConvolution expects exactly the {n} patch tokens of a "
+                      f"{self.grid[0]}x{self.grid[1]} grid, got {x.shape[1]} tokens (a class token cannot be convolved)")
         return patchify(self.conv(unpatchify(x, self.grid, self.patch_size)), self.patch_size)
 
 
-def conv_phase_vit(kernel_size: int = 3, img_size: int = 224, patch_size: int = 16, in_chans: int = 3,
-                   embed_dim: int | None = None, **kwargs) -> VisionTransformer:
+def conv_phase_vit(kernel_size: int = 3, img_size: int | tuple[int, int] = 224, patch_size: int = 16,
+                   in_chans: int = 3, embed_dim: int | None = None, **kwargs) -> VisionTransformer:
     """The CMHSA-K convolution-phase model: ``VisionTransformer`` with identity patch embedding, GAP head,
     no position embedding, and a ``PatchConvolution`` in place of each block's attention.
 
@@ -53,12 +53,16 @@ def conv_phase_vit(kernel_size: int = 3, img_size: int = 224, patch_size: int = 
     if embed_dim is not None and embed_dim != dim:
         raise ValueError(f"conv-phase tokens are raw patches: embed_dim must be {patch_size}^2 x {in_chans} = "
                          f"{dim}, got {embed_dim}; change patch_size or in_chans instead")
-    for key, required in (("patch_embed", "identity"), ("global_pool", "avg"), ("pos_embed", "none"),
+    for key, required in (("patch_embed", "identity"), ("pos_embed", "none"), ("class_token", False),
                           ("attn", "mhsa"), ("gpsa_layers", 0), ("aug_paths", 0)):
         if kwargs.pop(key, required) != required:
             raise ValueError(f"the conv phase needs {key}={required!r} (CMHSA Sec. 4.1)")
+    global_pool = kwargs.pop("global_pool", "avg")
+    if global_pool == "token":
+        raise ValueError("the conv phase has no class token (CMHSA Sec. 4.1): use global_pool='avg', "
+                         "or '' for the tokens")
     for key in ("num_heads", "head_dim", "qkv_bias", "attn_drop_rate"):
         kwargs.pop(key, None)  # attention-only settings: meaningless for a convolution
     return VisionTransformer(img_size=img_size, patch_size=patch_size, in_chans=in_chans, embed_dim=dim,
-                             patch_embed="identity", global_pool="avg", pos_embed="none",
+                             patch_embed="identity", global_pool=global_pool, class_token=False, pos_embed="none",
                              attn_layer=lambda d, grid: PatchConvolution(d, patch_size, grid, kernel_size), **kwargs)

@@ -84,22 +84,22 @@ class GPSA(nn.Module):
         """(H, N, N) softmax(v_pos . r_ij): the same for every image."""
         return self.pos_proj(self.rel_indices).permute(2, 0, 1).softmax(dim=-1)
 
-    def _qkv(self, x: torch.Tensor):
+    def _qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         b, n, _ = x.shape
-        q, k = self.qk(x).reshape(b, n, 2, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k = self.qk(x).reshape(b, n, 2, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
         v = self.v(x).reshape(b, n, self.num_heads, self.head_dim).transpose(1, 2)
         return q, k, v
 
     def _check_tokens(self, n: int) -> None:
-        if n != self.grid[0] * self.grid[1]:
-            raise ValueError(f"GPSA built for a {self.grid} patch grid got {n} tokens; build the model "
-                             f"with the img_size/patch_size you feed it")
+        # torch._assert, not `if ...: raise`: FX tracing cannot branch on a traced token count
+        torch._assert(n == self.grid[0] * self.grid[1], f"GPSA built for a {self.grid[0]}x{self.grid[1]} patch grid "
+                      f"got {n} tokens; build the model with the img_size/patch_size you feed it")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         self._check_tokens(x.shape[1])
         q, k, v = self._qkv(x)
         drop = self.attn_drop if self.training else 0.0
-        if drop:  # one dropout mask on the gated map, as timm and the official code (so: materialised)
+        if drop > 0:  # one dropout mask on the gated map, as timm and the official code (so: materialised)
             out = F.dropout(self._gated(q, k), drop) @ v
         else:
             g = self.gate().view(1, -1, 1, 1).to(v.dtype)
