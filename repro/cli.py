@@ -115,6 +115,11 @@ def validate(spec: RunSpec, seen_data: set | None = None) -> None:
             seen_data.add(key)
 
 
+def to_train(specs: list[RunSpec], status: dict, force: bool) -> list[RunSpec]:
+    """The runs this command may execute: those without a finished or diverged record (all with force)."""
+    return [s for s in specs if force or status[s.run_id] not in DONE]
+
+
 def _distinct_shapes(specs: list[RunSpec]) -> list[RunSpec]:
     """One spec per distinct model, data shape, objective and init for dry runs: recipe values
     (lr, epochs, fraction, augmentation strengths) and probes do not change what can rot at paper
@@ -178,10 +183,10 @@ def reproduce(cfg: DictConfig) -> int:
     if c.get("dry_run"):
         return dry_run(specs, c)
     check_writable(records.results_root() / c["paper"])
-    seen: set = set()
-    for s in specs:
-        validate(s, seen)
     status = {s.run_id: record_status(s) for s in specs}  # a corrupt record stops us here
+    seen: set = set()
+    for s in to_train(specs, status, bool(c.get("force"))):  # a rebuild from records needs no data
+        validate(s, seen)
     if int(c.get("jobs") or 1) > 1 and int(c.get("num_shards") or 1) == 1:
         return _parallel(c, specs, status)
     nproc = _nproc(c)
