@@ -194,3 +194,21 @@ def test_slurm_launcher_off_a_cluster_is_one_line(dirs, capsys, monkeypatch):
         assert code == 2 and err.startswith(f"error: hydra/launcher={launcher}: SLURM's sbatch is not on PATH")
         assert "\n" not in err and "submitit_local" in err
     assert not (dirs["cache"] / "hydra").exists()
+
+
+@pytest.mark.slow
+def test_torch_compile_compiles_an_architecture_once_per_process(dirs, monkeypatch):
+    """runtime.compile=true: the second run of the same model in one process compiles no new graph, and
+    Inductor's cache lives under REPRO_CACHE_DIR."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    torch._dynamo.reset()
+    args = fast_args(dirs["pid"], "tables=[table2]", "runtime.compile=true", "recipe.max_steps=2", "num_shards=2")
+    assert main(["reproduce", *args, "shard=0"]) == 0
+    graphs = counters["stats"]["unique_graphs"]
+    assert graphs > 0
+    assert main(["reproduce", *args, "shard=1"]) == 0  # another run (other fraction), same architecture
+    assert counters["stats"]["unique_graphs"] == graphs
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(dirs["cache"] / "inductor")
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")

@@ -10,6 +10,7 @@ A fresh run with ``config["init"]`` starts from another run's final model (init_
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -21,7 +22,7 @@ from tqdm import tqdm
 
 from ..data import build_data
 from ..records import _jsonable
-from ..runs import ConfigError, RunSpec, run_dir, source_spec
+from ..runs import ConfigError, RunSpec, cache_root, run_dir, source_spec
 from . import checkpoint, preempt
 from .ddp import Dist, all_reduce, any_rank, barrier
 from .hooks import ObjectiveStep, ProbeContext, build_losses, build_objective, probe_list, run_probes
@@ -178,6 +179,10 @@ def train(spec: RunSpec, rt: Runtime, stop_at: int | None = None) -> Result:
         train_model = DistributedDataParallel(train_model,
                                               device_ids=[d.device.index] if d.device.type == "cuda" else None)
     if rt.compile:
+        # Dynamo reuses a compiled graph for every later run of the same architecture in this process
+        # (measured: the first run compiles, the next ones start at once); Inductor's on-disk cache spares
+        # other processes most of the work, kept beside the runs (a shared cache dir serves every node)
+        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_root() / "inductor"))
         train_model = torch.compile(train_model)
 
     probe_images = None
