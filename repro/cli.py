@@ -230,7 +230,7 @@ def reproduce(cfg: DictConfig) -> int:
             say(f"{tag} {s.run_id}: same run as {twin}, record shared")
             continue
         if preempt.requested():
-            raise preempt.Preempted(f"SIGTERM before {s.run_id}; run the same command again to go on")
+            raise preempt.Preempted(f"{preempt.cause()} before {s.run_id}; run the same command again to go on")
         with _run_lock(s, d) as held:
             if not held:
                 who = locks.owner(run_dir(s) / locks.LOCK_NAME) or {}
@@ -351,8 +351,8 @@ def _parallel(c: dict, specs: list[RunSpec], status: dict) -> int:
     if 2 in codes:
         return 2
     if preempt.requested():
-        raise preempt.Preempted("SIGTERM: the groups running were checkpointed; run the same command again "
-                                "to resume them")
+        raise preempt.Preempted(f"{preempt.cause()}: the groups running were checkpointed; run the same command "
+                                f"again to resume them")
     if c.get("report", True):
         _build_report(c["paper"])
     return max(codes, default=0)

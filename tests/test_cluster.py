@@ -58,27 +58,31 @@ def test_the_holder_keeps_its_heartbeat(tmp_path, monkeypatch):
         assert locks.heartbeat_age(path) < 1.0
 
 
-SIGTERM_HOOK = '''
+SIGNAL_HOOK = '''
 
-def sigterm_at(model, step=3, flag=""):
-    """Extra loss (zero) that sends this process SIGTERM at call `step` while the file `flag` exists."""
+def signal_at(model, step=3, flag="", sig="SIGTERM"):
+    """Extra loss (zero) that sends this process `sig` at call `step` while the file `flag` exists."""
     import os, signal
     calls = {"n": 0}
     def term(images, targets, logits):
         calls["n"] += 1
         if calls["n"] == step and os.path.exists(flag):
-            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), getattr(signal, sig))
         return logits.sum() * 0.0
     return term
 '''
 
 
+def _signal_args(pid, flag, sig="SIGTERM"):
+    return fast_args(pid, "tables=[table2]", "num_shards=2", "shard=1", "recipe.epochs=3",
+                     f"losses=[{{fn: 'papers.{pid}.probes:signal_at', step: 5, flag: '{flag}', sig: {sig}}}]")
+
+
 def test_sigterm_checkpoints_releases_the_lock_and_a_rerun_resumes_exactly(dirs, capsys, tmp_path, monkeypatch):
     pid = dirs["pid"]
-    write_paper(dirs["papers"], pid, EXPERIMENTS, PROBES + SIGTERM_HOOK)
+    write_paper(dirs["papers"], pid, EXPERIMENTS, PROBES + SIGNAL_HOOK)
     flag = tmp_path / "term-now"
-    args = fast_args(pid, "tables=[table2]", "num_shards=2", "shard=1", "recipe.epochs=3",
-                     f"losses=[{{fn: 'papers.{pid}.probes:sigterm_at', step: 5, flag: '{flag}'}}]")
+    args = _signal_args(pid, flag)
     assert main(["reproduce", *args]) == 0  # the flag is absent: the uninterrupted reference
     (ref,) = records.load_records(pid, root=dirs["results"])[0]
     for key in ("results", "cache"):
@@ -100,6 +104,29 @@ def test_sigterm_checkpoints_releases_the_lock_and_a_rerun_resumes_exactly(dirs,
     strip = lambda h: [{k: v for k, v in row.items() if k not in timing} for row in h]  # noqa: E731
     assert strip(again["metrics"].pop("history")) == strip(ref["metrics"].pop("history"))
     assert again["metrics"] == ref["metrics"] and again["run_id"] == ref["run_id"]
+
+
+def test_submitit_requeue_signal_checkpoints_first_then_submitit_requeues(dirs, capsys, tmp_path):
+    """Under submitit, SIGUSR2 (its signal before the time limit) stops the run like SIGTERM; submitit's own
+    handler, which requeues the job, runs after the checkpoint is written and the lock released."""
+    pid = dirs["pid"]
+    write_paper(dirs["papers"], pid, EXPERIMENTS, PROBES + SIGNAL_HOOK)
+    flag = tmp_path / "now"
+    flag.touch()
+    runs = dirs["cache"] / "runs" / pid / "tiny"
+    seen = []
+
+    def submitit_requeue(signum, frame):  # what submitit's checkpoint_and_try_requeue would find on disk
+        (run,) = list(runs.iterdir())
+        seen.append((signum, (run / "last.pt").exists(), (run / locks.LOCK_NAME).exists()))
+
+    old = signal.signal(signal.SIGUSR2, submitit_requeue)
+    try:
+        assert main(["reproduce", *_signal_args(pid, flag, "SIGUSR2")]) == preempt.EXIT_CODE
+    finally:
+        signal.signal(signal.SIGUSR2, old)
+    assert seen == [(signal.SIGUSR2, True, False)]
+    assert "stopped: SIGUSR2: table2-f100" in capsys.readouterr().err
 
 
 def _wait_for(path, proc, timeout=120):

@@ -207,7 +207,8 @@ def train(spec: RunSpec, rt: Runtime, stop_at: int | None = None) -> Result:
 
     def stopped(where: str) -> preempt.Preempted:
         what = f"checkpointed at step {step} ({where})" if rt.persist else f"stopped at step {step}"
-        return preempt.Preempted(f"SIGTERM: {spec.run_id} {what}; run the same command again to resume it")
+        why = preempt.cause() or f"stop_at={stop_at}"
+        return preempt.Preempted(f"{why}: {spec.run_id} {what}; run the same command again to resume it")
 
     # ---- loop
     last_save = time.perf_counter()
