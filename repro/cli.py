@@ -335,9 +335,9 @@ def _parallel(c: dict, specs: list[RunSpec], status: dict) -> int:
     def one(index: int) -> int:
         if preempt.requested():  # SIGTERM: start no more groups
             return preempt.EXIT_CODE
-        return preempt.wait(subprocess.Popen([sys.executable, "-m", "repro", "reproduce", *task, f"shard={index}",
-                                       f"num_shards={count}", "jobs=1", "report=false",
-                                       f"runtime.threads={threads}", "runtime.progress=false"]))
+        cmd = [sys.executable, "-m", "repro", "reproduce", *task, f"shard={index}", f"num_shards={count}", "jobs=1",
+               "report=false", f"runtime.threads={threads}", "runtime.progress=false"]
+        return preempt.wait(subprocess.Popen(cmd))
 
     codes: list[int] = []
     with ThreadPoolExecutor(jobs) as pool:

@@ -153,7 +153,8 @@ def check_launcher(args: list[str]) -> None:
         key, _, name = a.partition("=")
         if key.lstrip("+") != "hydra/launcher" or name in ("basic", ""):
             continue
-        if name.startswith(("submitit", "slurm")) and importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is None:
+        plugin = importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher")
+        if name.startswith(("submitit", "slurm")) and plugin is None:
             raise ConfigError(f"hydra/launcher={name} needs the submitit launcher plugin: pip install -e '.[slurm]'")
         if name in SLURM_LAUNCHERS and shutil.which("sbatch") is None:
             raise ConfigError(f"hydra/launcher={name}: SLURM's sbatch is not on PATH, so this is no SLURM cluster; "

@@ -206,7 +206,8 @@ def test_a_submitit_local_multirun_names_the_failed_jobs_error_and_log(dirs, tmp
 def test_runs_that_crash_end_in_one_line_naming_them(dirs, capsys):
     flag = dirs["cache"] / "crash-now"
     flag.touch()
-    args = fast_args(dirs["pid"], "tables=[table2]", f"losses=[{{fn: 'papers.{dirs['pid']}.probes:crash', flag: '{flag}'}}]")
+    crash = f"losses=[{{fn: 'papers.{dirs['pid']}.probes:crash', flag: '{flag}'}}]"
+    args = fast_args(dirs["pid"], "tables=[table2]", crash)
     assert main(["reproduce", *args]) == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("error: 2 run(s) failed: table2-") and "RuntimeError: simulated crash" in err
