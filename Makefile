@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PAPER  ?=
 SCALE  ?=
 
-.PHONY: install test test-fast reproduce reproduce-all report bench zoo clean
+.PHONY: install test test-fast reproduce reproduce-all report bench gpu-check zoo clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,11 @@ reproduce-%: $(PY)
 # `make report [PAPER=convit]`: rebuild reports from committed records only (no training).
 report: $(PY)
 	$(PY) -m repro.report $(if $(PAPER),--paper $(PAPER))
+
+# `make gpu-check [PAPER=convit]`: each paper's small run a few steps on this device (bf16 and device-resident
+# data on a GPU, compiled and not, checkpoint + resume), one line per paper with images/s (benchmarks/gpu_check.py).
+gpu-check: $(PY)
+	$(PY) -m benchmarks.gpu_check $(if $(PAPER),--paper $(PAPER))
 
 # `make bench`: ours vs timm (benchmarks/throughput.py), then the data path's share of a training step
 # (benchmarks/data_path.py); both write results/bench/<device>*.json.

@@ -26,12 +26,12 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 from tabulate import tabulate
 
-from . import locks, records
+from . import locks, multirun, records
 from .checks import check_classes, check_recipe, check_writable
 from .data import DataError, FractionError, check_fraction, open_split
 from .runs import (RUN_KEYS, SCALES, ConfigError, RunSpec, check_unique, deep_merge, import_object,
                    known_papers, paper_runs, resolve, run_dir, run_groups, shard, source_spec, with_sources)
-from .train import ddp
+from .train import ddp, preempt
 from .train.checkpoint import CheckpointError
 from .train.engine import Runtime, train
 from .train.execute import DONE, execute, failed_record, make_record, record_status, shared_record
@@ -41,6 +41,10 @@ from .train.model import check_model, register_models
 COMMANDS = ("reproduce", "list")
 BAD_INPUT = (ConfigError, DataError, FractionError, records.RecordError, CheckpointError)
 _exit_code = 0
+
+
+class RunsFailed(Exception):
+    """Some runs crashed (each recorded as failed, the others ran): exit code 1, one line naming them."""
 
 
 def _one_line(e: BaseException) -> str:
@@ -115,6 +119,11 @@ def validate(spec: RunSpec, seen_data: set | None = None) -> None:
             seen_data.add(key)
 
 
+def to_train(specs: list[RunSpec], status: dict, force: bool) -> list[RunSpec]:
+    """The runs this command may execute: those without a finished or diverged record (all with force)."""
+    return [s for s in specs if force or status[s.run_id] not in DONE]
+
+
 def _distinct_shapes(specs: list[RunSpec]) -> list[RunSpec]:
     """One spec per distinct model, data shape, objective and init for dry runs: recipe values
     (lr, epochs, fraction, augmentation strengths) and probes do not change what can rot at paper
@@ -178,10 +187,10 @@ def reproduce(cfg: DictConfig) -> int:
     if c.get("dry_run"):
         return dry_run(specs, c)
     check_writable(records.results_root() / c["paper"])
-    seen: set = set()
-    for s in specs:
-        validate(s, seen)
     status = {s.run_id: record_status(s) for s in specs}  # a corrupt record stops us here
+    seen: set = set()
+    for s in to_train(specs, status, bool(c.get("force"))):  # a rebuild from records needs no data
+        validate(s, seen)
     if int(c.get("jobs") or 1) > 1 and int(c.get("num_shards") or 1) == 1:
         return _parallel(c, specs, status)
     nproc = _nproc(c)
@@ -189,9 +198,10 @@ def reproduce(cfg: DictConfig) -> int:
         task = [o for o in HydraConfig.get().overrides.task if not o.startswith("command=")]
         return ddp.relaunch(nproc, ["reproduce", *task])
     d = ddp.setup(c["runtime"]["device"])
+    status = ddp.from_main(status, d)  # every rank skips and runs the same runs
     rt = _runtime(c, d)
     say = print if d.is_main else (lambda *a, **k: None)
-    failures = 0
+    failures: list[RunSpec] = []  # runs that crashed (recorded as failed)
     if int(c.get("num_shards") or 1) > 1:
         say = _prefixed(say, f"shard {c['shard']}/{c['num_shards']}")
     done = sum(v in DONE for v in status.values())
@@ -219,7 +229,9 @@ def reproduce(cfg: DictConfig) -> int:
                 records.write_record(shared_record(s, source))
             say(f"{tag} {s.run_id}: same run as {twin}, record shared")
             continue
-        with (locks.run_lock(run_dir(s)) if d.world_size == 1 else contextlib.nullcontext(True)) as held:
+        if preempt.requested():
+            raise preempt.Preempted(f"{preempt.cause()} before {s.run_id}; run the same command again to go on")
+        with _run_lock(s, d) as held:
             if not held:
                 who = locks.owner(run_dir(s) / locks.LOCK_NAME) or {}
                 say(f"{tag} skip {s.run_id}: another process holds it (pid {who.get('pid')} on {who.get('host')})")
@@ -229,13 +241,24 @@ def reproduce(cfg: DictConfig) -> int:
             rec = _run_one(s, tag, rt, say, force, eta(took, left))
             took.append(time.monotonic() - t0)
         if rec is None:
-            failures += 1
+            failures.append(s)
         elif rec["status"] == "finished":
             finished.setdefault(s.fingerprint, s.run_id)
     if d.is_main and c.get("report", True):
         _build_report(c["paper"])
     ddp.teardown()
-    return 1 if failures else 0
+    if failures:
+        raise RunsFailed(_failures_line(failures))
+    return 0
+
+
+def _failures_line(failed: list[RunSpec]) -> str:
+    """'2 run(s) failed: <id> (<its error>), <id>; ...' from their failed records."""
+    path = records.record_path(failed[0].paper, failed[0].scale, failed[0].run_id)
+    error = records.read_record(path)["metrics"].get("error", "") if path.exists() else ""
+    ids = ", ".join(s.run_id for s in failed[1:4]) + (", ..." if len(failed) > 4 else "")
+    return (f"{len(failed)} run(s) failed: {failed[0].run_id} ({error}){', ' + ids if ids else ''}; their records "
+            f"keep the tracebacks; run the same command again to retry them")
 
 
 def eta(took: list[float], left: int) -> str:
@@ -252,9 +275,17 @@ def _duration(seconds: float) -> str:
         f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
+@contextlib.contextmanager
+def _run_lock(s: RunSpec, d):
+    """The run's lock (repro/locks.py), taken by rank 0 alone; every rank gets its answer, so that all
+    ranks train the run or all skip it."""
+    with (locks.run_lock(run_dir(s)) if d.is_main else contextlib.nullcontext(True)) as held:
+        yield ddp.from_main(held, d)
+
+
 def _run_one(s: RunSpec, tag: str, rt, say, force: bool, progress: str = "") -> dict | None:
     """Run one spec under its lock; None when it crashed (recorded as failed, the others go on)."""
-    st = record_status(s)  # again, under the lock: another process may have finished it meanwhile
+    st = ddp.from_main(record_status(s), rt.dist)  # again, under the lock: another process may have finished it
     if st in DONE and not force:
         say(f"{tag} skip {s.run_id} ({st}, finished by another process)")
         return {"status": st}
@@ -302,9 +333,11 @@ def _parallel(c: dict, specs: list[RunSpec], status: dict) -> int:
     start = time.time()
 
     def one(index: int) -> int:
-        return subprocess.run([sys.executable, "-m", "repro", "reproduce", *task, f"shard={index}",
-                               f"num_shards={count}", "jobs=1", "report=false", f"runtime.threads={threads}",
-                               "runtime.progress=false"]).returncode
+        if preempt.requested():  # SIGTERM: start no more groups
+            return preempt.EXIT_CODE
+        cmd = [sys.executable, "-m", "repro", "reproduce", *task, f"shard={index}", f"num_shards={count}", "jobs=1",
+               "report=false", f"runtime.threads={threads}", "runtime.progress=false"]
+        return preempt.wait(subprocess.Popen(cmd))
 
     codes: list[int] = []
     with ThreadPoolExecutor(jobs) as pool:
@@ -317,6 +350,9 @@ def _parallel(c: dict, specs: list[RunSpec], status: dict) -> int:
           f"{time.time() - start:.0f} s of wall time (exit codes {sorted(set(codes))})", flush=True)
     if 2 in codes:
         return 2
+    if preempt.requested():
+        raise preempt.Preempted(f"{preempt.cause()}: the groups running were checkpointed; run the same command "
+                                f"again to resume them")
     if c.get("report", True):
         _build_report(c["paper"])
     return max(codes, default=0)
@@ -413,19 +449,39 @@ def list_runs(cfg: DictConfig) -> int:
 # ------------------------------------------------------------------ entry point
 
 @hydra.main(config_path=str(Path(__file__).resolve().parent / "conf"), config_name="config", version_base=None)
-def _hydra_main(cfg: DictConfig) -> None:
+def _hydra_main(cfg: DictConfig) -> dict:
+    """The task function: its return value is what a multirun job reports (repro/multirun.py)."""
     global _exit_code
+    code, error = _run_command(cfg)
+    _exit_code = max(_exit_code, code)
+    return {"code": code, "error": error}
+
+
+def _run_command(cfg: DictConfig) -> tuple[int, str | None]:
+    """The command's exit code and its one-line error, also printed on stderr. In a multirun job a crash
+    is one too (the launcher's parent lists it with the job's log); elsewhere it stays a traceback."""
     try:
-        code = {"reproduce": reproduce, "list": list_runs}[cfg.command](cfg)
+        with preempt.on_sigterm():
+            return int({"reproduce": reproduce, "list": list_runs}[cfg.command](cfg) or 0), None
     except BAD_INPUT as e:
-        print(f"error: {_one_line(e)}", file=sys.stderr)
-        code = 2
-    _exit_code = max(_exit_code, code or 0)
+        code, error = 2, f"error: {_one_line(e)}"
+    except RunsFailed as e:
+        code, error = 1, f"error: {_one_line(e)}"
+    except preempt.Preempted as e:
+        code, error = preempt.EXIT_CODE, f"stopped: {_one_line(e)}"
+    except Exception as e:
+        if not multirun.in_multirun():
+            raise
+        traceback.print_exc()
+        code, error = 1, f"crashed: {type(e).__name__}: {_one_line(e)}"
+    print(error, file=sys.stderr, flush=True)
+    return code, error
 
 
 def _prepare(args: list[str]) -> list[str]:
     """Check the scale early (one line, not Hydra's listing); default scale; tables=a,b as a list."""
-    multirun = any(a in ("-m", "--multirun") for a in args)
+    sweep = any(a in ("-m", "--multirun") for a in args)
+    multirun.check_launcher(args)
     try:
         OverridesParser.create().parse_overrides([a for a in args if "=" in a and not a.startswith("-")])
     except Exception as e:  # noqa: BLE001 - Hydra's OverrideParseException and friends
@@ -435,9 +491,9 @@ def _prepare(args: list[str]) -> list[str]:
         if a == "--resolved":  # list's flag, as a Hydra override (Hydra owns the -- flags)
             a = "resolved=true"
         key, eq, value = a.partition("=")
-        if eq and key == "scale" and not multirun and value not in SCALES:
+        if eq and key == "scale" and not sweep and value not in SCALES:
             raise ConfigError(f"unknown scale {value!r}; use one of {', '.join(SCALES)}")
-        if eq and key == "tables" and "," in value and not multirun and not value.startswith("["):
+        if eq and key == "tables" and "," in value and not sweep and not value.startswith("["):
             a = f"tables=[{value}]"
         out.append(a)
     if not any(a.startswith("scale=") for a in out):
@@ -475,4 +531,4 @@ def main(argv: list[str] | None = None) -> int:
         _hydra_main()
     finally:
         sys.argv = saved
-    return _exit_code
+    return max(_exit_code, multirun.take_exit_code())

@@ -2,19 +2,24 @@
 
 Why: two identical ``reproduce`` commands on one results folder (or a cluster array job) would each
 train every run, twice the compute, racing on the same checkpoint and record. The lock holds the
-owner's pid and host; a lock whose owner is a dead process on this host is stale and taken over. A lock
-held by another host is respected (we cannot see its processes); delete it by hand if that host is gone.
+owner's pid and host, and its holder touches it every ``HEARTBEAT_S`` seconds (its mtime is the
+heartbeat). A lock is stale, and taken over, when its owner is gone: a dead process on this host, or
+no heartbeat for ``STALE_AFTER_S`` seconds (a killed job on another host, e.g. a SLURM job requeued
+onto another node; on this host, a pid reused since its owner died). Under DDP only rank 0 takes it.
 """
 from __future__ import annotations
 
 import json
 import os
 import socket
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
 LOCK_NAME = "run.lock"
+HEARTBEAT_S = 30.0      # the holder touches its lock this often
+STALE_AFTER_S = 300.0   # a lock untouched this long has lost its holder (ten missed heartbeats)
 
 
 def _alive(pid: int) -> bool:
@@ -35,18 +40,28 @@ def owner(path: Path) -> dict | None:
         return None
 
 
+def heartbeat_age(path: Path) -> float | None:
+    """Seconds since the lock's holder last touched it; None when there is no lock."""
+    try:
+        return time.time() - Path(path).stat().st_mtime
+    except FileNotFoundError:
+        return None
+
+
 def _stale(path: Path) -> bool:
+    age = heartbeat_age(path)
+    if age is None:
+        return True
     info = owner(path)
     if not isinstance(info, dict):  # being written right now, or its writer died between create and write
-        try:
-            return time.time() - path.stat().st_mtime > 10
-        except FileNotFoundError:
-            return True
-    return info.get("host") == socket.gethostname() and not _alive(int(info.get("pid", -1)))
+        return age > 10
+    if info.get("host") == socket.gethostname() and not _alive(int(info.get("pid", -1))):
+        return True
+    return age > STALE_AFTER_S
 
 
 def acquire(folder: Path) -> Path | None:
-    """Take the run's lock; None when another live process holds it."""
+    """Take the run's lock; None when a live holder has it."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / LOCK_NAME
@@ -56,7 +71,7 @@ def acquire(folder: Path) -> Path | None:
         except FileExistsError:
             if not _stale(path):
                 return None
-            path.unlink(missing_ok=True)  # a dead owner's lock: take it over
+            path.unlink(missing_ok=True)  # its holder is gone: take it over
             continue
         with os.fdopen(fd, "w") as f:
             json.dump({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}, f)
@@ -65,15 +80,29 @@ def acquire(folder: Path) -> Path | None:
 
 
 def release(path: Path | None) -> None:
-    if path is not None and (owner(path) or {}).get("pid") == os.getpid():
+    info = owner(path) if path is not None else None
+    if info and info.get("pid") == os.getpid() and info.get("host") == socket.gethostname():
         path.unlink(missing_ok=True)
+
+
+def _beat(path: Path, stop: threading.Event) -> None:
+    while not stop.wait(HEARTBEAT_S):
+        try:
+            os.utime(path)
+        except OSError:  # removed by hand: nothing left to keep alive
+            return
 
 
 @contextmanager
 def run_lock(folder: Path):
-    """``with run_lock(run_dir(spec)) as held:`` ``held`` is False when another process runs it."""
+    """``with run_lock(run_dir(spec)) as held:`` ``held`` is False when another process runs it; while
+    held, a daemon thread keeps the heartbeat."""
     path = acquire(folder)
+    stop = threading.Event()
+    if path is not None:
+        threading.Thread(target=_beat, args=(path, stop), daemon=True, name="run-lock-heartbeat").start()
     try:
         yield path is not None
     finally:
+        stop.set()
         release(path)

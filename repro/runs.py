@@ -61,6 +61,19 @@ class ConfigError(ValueError):
     """Bad input from the user (paper, scale, table, model, config value): one line, exit code 2."""
 
 
+def _measured(config):
+    """``config`` as hashed into run ids: ``data.download`` (anywhere, a source's config included) counts
+    as false, since how the files arrive is not what a run measures; fetching never changes an id."""
+    if isinstance(config, list):
+        return [_measured(v) for v in config]
+    if not isinstance(config, dict):
+        return config
+    out = {k: _measured(v) for k, v in config.items()}
+    if isinstance(out.get("data"), dict) and "download" in out["data"]:
+        out["data"] = {**out["data"], "download": False}
+    return out
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """One run that fills one table cell (one seed of it).
@@ -90,7 +103,7 @@ class RunSpec:
     @property
     def fingerprint(self) -> str:
         """Short hash of what the run measures: kind, resolved config, seed and scale."""
-        blob = json.dumps({"kind": self.kind, "config": self.config, "seed": self.seed,
+        blob = json.dumps({"kind": self.kind, "config": _measured(self.config), "seed": self.seed,
                            "scale": self.scale}, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:10]
 

@@ -1,9 +1,15 @@
-"""`make bench` must run on any CPU and write its JSON; the numbers themselves are never asserted."""
+"""`make bench` and `make gpu-check` must run on any CPU (bench writes its JSON); the numbers themselves are
+never asserted."""
 import json
+import os
+import shutil
+import subprocess
+import sys
 
 import pytest
 
 from benchmarks import data_path, throughput
+from conftest import REPO
 
 
 @pytest.mark.slow
@@ -26,3 +32,23 @@ def test_throughput_benchmark_compares_with_timm(tmp_path):
     rows = json.loads(path.read_text())["rows"]
     assert [(r["model"], r["train"]) for r in rows] == [("DeiT-Ti/32px", False), ("DeiT-Ti/32px", True)]
     assert all(r["timm"] == "deit_tiny_patch16_224" and r["ratio"] > 0 and r["gmacs_per_img"] > 0 for r in rows)
+
+
+@pytest.mark.slow
+def test_make_gpu_check_prints_one_ok_line_per_paper(tmp_path):
+    """`make gpu-check` on the CPU of CI: no dataset (synthetic pixels), every paper's small run trains a
+    few steps, is stopped and resumed to the same loss, and says so in one line."""
+    from repro.runs import known_papers, paper_scales
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    env = dict(os.environ, REPRO_DATA_DIR=str(tmp_path / "no-data"), REPRO_CACHE_DIR=str(tmp_path / "cache"),
+               CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1")
+    out = subprocess.run(["make", "-s", "gpu-check", f"PY={sys.executable}"], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    papers = [p for p in known_papers() if "small" in paper_scales(p)]
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("ok ")]
+    assert sorted(ln.split(":")[0][3:] for ln in lines) == sorted(papers) and len(papers) == 5
+    assert all("img/s" in ln and "synthetic pixels" in ln and "resume = uninterrupted" in ln for ln in lines)
+    assert f"gpu-check: {len(papers)} of {len(papers)} paper(s) ok" in out.stdout
+    assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").rglob("*.pt"))

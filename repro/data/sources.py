@@ -33,7 +33,10 @@ def data_root() -> Path:
 # name -> (folder under the data root, train split, test split, how to get it)
 FOLDERS = {
     "cifar10_jpeg": ("cifar10-jpeg", "train", "test",
-                     "unpack the CIFAR-10 JPEG archive there: tar -xJf cifar10-jpeg.tar.xz -C <data root>"),
+                     "it is our offline JPEG (q75) copy of CIFAR-10, the data of the committed tiny and cpu "
+                     "records, and is not downloadable: unpack its archive there (tar -xJf cifar10-jpeg.tar.xz "
+                     "-C <data root>), or train on torchvision's CIFAR-10 with data=cifar10 data.download=true "
+                     "(another dataset: new run ids, its own records)"),
     "imagenet": ("imagenet", "train", "val",
                  "extract ILSVRC-2012 train/ and val/ (val sorted into class folders) there"),
 }
@@ -77,8 +80,8 @@ def _missing(name: str, where: Path, layout: str, how: str) -> DataError:
     root = data_root()
     if not root.exists():
         return DataError(f"data root {root.resolve()} does not exist (REPRO_DATA_DIR="
-                         f"{os.environ.get('REPRO_DATA_DIR', 'unset, default ./data')}); create it with "
-                         f"{name} laid out as {layout}, or point REPRO_DATA_DIR at it")
+                         f"{os.environ.get('REPRO_DATA_DIR', 'unset, default ./data')}); {name} goes there as "
+                         f"{layout}: {how}; or point REPRO_DATA_DIR at a folder that has it")
     return DataError(f"dataset {name} not found at {where.resolve()}; expected {layout}; {how}")
 
 
@@ -107,23 +110,35 @@ def _synthetic(cfg: dict, split: str) -> Split:
                  classes=[f"class{c}" for c in range(images.num_classes)], index=list(range(len(images))))
 
 
+def _torchvision_split(name: str, cfg: dict, split: str) -> Split:
+    """CIFAR-10/100 through torchvision, fetched when ``data.download`` is set; offline, a missing or
+    failed download is one line saying which archive to fetch and where to unpack it."""
+    import torchvision
+
+    cls_name, folder, _ = TORCHVISION[name]
+    cls, root = getattr(torchvision.datasets, cls_name), data_root()
+    by_hand = f"download {cls.url} and unpack it into {root.resolve()} (giving {folder}/)"
+    if not (root / folder).is_dir() and not cfg.get("download"):
+        raise _missing(name, root / folder, f"<data root>/{folder}/ (torchvision's {cls_name} files)",
+                       f"add data.download=true to fetch it with torchvision, or {by_hand}")
+    try:
+        ds = cls(str(root), train=split == "train", download=bool(cfg.get("download")))
+    except OSError as e:  # no network (URLError), refused, disk full
+        reason = " ".join(str(getattr(e, "reason", None) or e.strerror or e).split())
+        raise DataError(f"cannot download {name} into {root.resolve()} ({reason}); offline? {by_hand}, "
+                        f"or point REPRO_DATA_DIR at a folder holding {folder}/") from None
+    except RuntimeError as e:  # corrupt or partial files
+        raise DataError(f"{name} at {root.resolve()}: {e}; delete {root / folder} and download again") from None
+    return Split(name=f"{name}/{split}", labels=[int(t) for t in ds.targets], classes=list(ds.classes),
+                 array=ds.data, index=list(range(len(ds.targets))))
+
+
 def _locate(cfg: dict, split: str) -> Split:
     name, root = cfg["name"], data_root()
     if name == "synthetic":
         return _synthetic(cfg, split)
     if name in TORCHVISION:
-        cls_name, folder, _ = TORCHVISION[name]
-        if not (root / folder).is_dir() and not cfg.get("download"):
-            raise _missing(name, root / folder, f"<data root>/{folder}/ (torchvision's {cls_name} files)",
-                           "add data.download=true to download it with torchvision, or set REPRO_DATA_DIR")
-        import torchvision
-        try:
-            ds = getattr(torchvision.datasets, cls_name)(str(root), train=split == "train",
-                                                         download=bool(cfg.get("download")))
-        except RuntimeError as e:  # corrupt or partial download
-            raise DataError(f"{name} at {root.resolve()}: {e}; delete {root / folder} and download again") from None
-        return Split(name=f"{name}/{split}", labels=[int(t) for t in ds.targets], classes=list(ds.classes),
-                     array=ds.data, index=list(range(len(ds.targets))))
+        return _torchvision_split(name, cfg, split)
     if name == "folder":
         if not cfg.get("path"):
             raise DataError("data=folder needs data.path=<folder holding train/ and the test split>")

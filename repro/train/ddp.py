@@ -2,8 +2,9 @@
 
 ``python -m repro reproduce`` started by torchrun finds RANK/WORLD_SIZE/LOCAL_RANK in its
 environment and joins the process group; every rank runs every run of the list in the same order,
-rank 0 alone writes checkpoints, logs and records. ``relaunch`` re-executes the current command
-under torchrun (``full`` scale with several GPUs, or ``runtime.nproc_per_node=N``).
+rank 0 alone takes run locks and writes checkpoints, logs and records, and shares its decisions
+(``from_main``). ``relaunch`` re-executes the current command under torchrun (``full`` scale with
+several GPUs, or ``runtime.nproc_per_node=N``).
 """
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+
+from .preempt import wait
 
 
 @dataclass
@@ -65,6 +68,25 @@ def all_reduce(t: torch.Tensor, d: Dist, op=dist.ReduceOp.SUM) -> torch.Tensor:
     return t
 
 
+def from_main(obj, d: Dist):
+    """Rank 0's ``obj`` on every rank: decisions all ranks must share (a run's lock held, its status on
+    disk, read by each rank at a slightly different time, while another command may be writing it)."""
+    if d.world_size == 1:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0, device=d.device if d.device.type == "cuda" else None)
+    return box[0]
+
+
+def any_rank(flag: bool, d: Dist) -> bool:
+    """True on every rank when ``flag`` is true on at least one (SIGTERM reaches ranks at different steps)."""
+    if d.world_size == 1:
+        return flag
+    t = torch.tensor(float(flag), device=d.device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
+
+
 def teardown() -> None:
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
@@ -75,4 +97,4 @@ def relaunch(nproc: int, args: list[str]) -> int:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
            "-m", "repro", *args]
     print("launching:", " ".join(cmd), flush=True)
-    return subprocess.call(cmd)
+    return wait(subprocess.Popen(cmd))  # SIGTERM to this process reaches the ranks through torchrun

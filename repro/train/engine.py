@@ -1,13 +1,16 @@
 """One training run, top to bottom: setup, loop, evaluate, checkpoint, result.
 
-Resumes from the run's last checkpoint (end of the last completed epoch) and replays the rest
-exactly: data order and batch augmentation are seeded by (seed, epoch, rank), and the global RNG
-states (dropout, drop path, Mixup, RandAugment, erasing) are restored from the checkpoint.
+Resumes from the run's last checkpoint (end of the last completed epoch, or the step where SIGTERM
+stopped it: preempt.py) and replays the rest exactly: data order and batch augmentation are seeded
+by (seed, epoch, rank), the batches of an epoch already trained are drawn again and skipped, and the
+global RNG states (dropout, drop path, Mixup, RandAugment, erasing) are restored from the checkpoint.
 A non-finite loss stops the run; the result says ``diverged`` and at which step.
 A fresh run with ``config["init"]`` starts from another run's final model (init_from.py).
 """
 from __future__ import annotations
 
+import itertools
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -19,9 +22,9 @@ from tqdm import tqdm
 
 from ..data import build_data
 from ..records import _jsonable
-from ..runs import ConfigError, RunSpec, run_dir, source_spec
-from . import checkpoint
-from .ddp import Dist, all_reduce, barrier
+from ..runs import ConfigError, RunSpec, cache_root, run_dir, source_spec
+from . import checkpoint, preempt
+from .ddp import Dist, all_reduce, any_rank, barrier
 from .hooks import ObjectiveStep, ProbeContext, build_losses, build_objective, probe_list, run_probes
 from .init_from import init_from_source, switch_metrics
 from .logs import TensorBoard, summary_line, write_csv
@@ -99,8 +102,16 @@ def _first_nonfinite(window: list, step: int, d: Dist) -> int | None:
     return step - len(window) + 1 + (int(bad[0]) if len(bad) else 0)
 
 
-def train(spec: RunSpec, rt: Runtime) -> Result:
-    """Train (or resume) one run and evaluate it; rank 0 keeps checkpoint and logs."""
+def _stop(step: int, stop_at: int | None, d: Dist) -> bool:
+    """Stop here (all ranks agree): SIGTERM arrived, or ``stop_at`` steps are done (checks and tests)."""
+    return any_rank(preempt.requested() or (stop_at is not None and step >= stop_at), d)
+
+
+def train(spec: RunSpec, rt: Runtime, stop_at: int | None = None) -> Result:
+    """Train (or resume) one run and evaluate it; rank 0 keeps checkpoint and logs.
+
+    On SIGTERM (or after ``stop_at`` optimizer steps) it checkpoints where it is and raises
+    preempt.Preempted; run again, it resumes there."""
     wall0 = time.perf_counter()
     cfg, recipe, d = spec.config, spec.config["recipe"], rt.dist
     out_dir = run_dir(spec)
@@ -144,6 +155,7 @@ def train(spec: RunSpec, rt: Runtime) -> Result:
 
     start_epoch, step, history = 0, 0, []
     spent = {"wall_s": 0.0, "train_s": 0.0, "images": 0}
+    partial = {}  # a stopped epoch's progress: batches done, running sums, seconds
     if state is not None:
         checkpoint.restore_module(model, state["model"], ckpt_path)
         optimizer.load_state_dict(state["optimizer"])
@@ -154,9 +166,11 @@ def train(spec: RunSpec, rt: Runtime) -> Result:
         if objective is not None:
             checkpoint.restore_module(objective, state["objective"], ckpt_path)
         rngs = state["rng"]
-        checkpoint.set_rng_state(rngs[d.rank] if len(rngs) == d.world_size else rngs[0])
+        rng = rngs[d.rank] if len(rngs) == d.world_size else rngs[0]
+        checkpoint.set_rng_state(rng)
         start_epoch, step, history, spent = state["epoch"], state["step"], state["history"], state["spent"]
         switch = state.get("switch") or {}
+        partial = state.get("partial") or {}
     else:
         random_seed(spec.seed, d.rank)
 
@@ -165,6 +179,10 @@ def train(spec: RunSpec, rt: Runtime) -> Result:
         train_model = DistributedDataParallel(train_model,
                                               device_ids=[d.device.index] if d.device.type == "cuda" else None)
     if rt.compile:
+        # Dynamo reuses a compiled graph for every later run of the same architecture in this process
+        # (measured: the first run compiles, the next ones start at once); Inductor's on-disk cache spares
+        # other processes most of the work, kept beside the runs (a shared cache dir serves every node)
+        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_root() / "inductor"))
         train_model = torch.compile(train_model)
 
     probe_images = None
@@ -173,6 +191,24 @@ def train(spec: RunSpec, rt: Runtime) -> Result:
 
     def probe_ctx(epoch: int) -> ProbeContext:
         return ProbeContext(cfg, d.device, probe_images[0], probe_images[1], epoch, step, list(history))
+
+    def save(next_epoch: int, **progress) -> None:
+        """Checkpoint (every rank gathers its RNG state; rank 0 writes). ``progress``: a stopped epoch's."""
+        rngs = _gather_rng(d)
+        if d.is_main:
+            checkpoint.save(ckpt_path, {
+                "fingerprint": spec.fingerprint, "run_id": spec.run_id, "epoch": next_epoch, "step": step,
+                "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(),
+                "ema": ema.state_dict() if ema is not None else None,
+                "objective": objective.state_dict() if objective is not None else None, "rng": rngs,
+                "history": history, "spent": dict(spent, wall_s=spent["wall_s"] + time.perf_counter() - wall0),
+                "switch": switch, "partial": progress})
+
+    def stopped(where: str) -> preempt.Preempted:
+        what = f"checkpointed at step {step} ({where})" if rt.persist else f"stopped at step {step}"
+        why = preempt.cause() or f"stop_at={stop_at}"
+        return preempt.Preempted(f"{why}: {spec.run_id} {what}; run the same command again to resume it")
 
     # ---- loop
     last_save = time.perf_counter()
@@ -185,9 +221,16 @@ def train(spec: RunSpec, rt: Runtime) -> Result:
         if max_steps and step >= max_steps:
             break
         model.train()
-        t_epoch = time.perf_counter()
-        loss_sum, n_loss, window, epoch_steps, term_sums = 0.0, 0, [], 0, {}
-        for x, y in data.train.epoch(epoch):
+        t_epoch = time.perf_counter() - partial.get("seconds", 0.0)
+        loss_sum, n_loss, window = partial.get("loss_sum", 0.0), partial.get("n_loss", 0), []
+        epoch_steps, term_sums = partial.get("steps", 0), dict(partial.get("term_sums") or {})
+        batches = data.train.epoch(epoch)
+        if partial:  # a stopped epoch: draw its trained batches again and drop them; their augmentation
+            for _ in itertools.islice(batches, epoch_steps):  # drew from the global RNG too, so reset it
+                pass
+            checkpoint.set_rng_state(rng)
+            partial = {}
+        for x, y in batches:
             targets = y
             if mixup is not None:
                 x, targets = mixup(x, y)
@@ -222,6 +265,13 @@ def train(spec: RunSpec, rt: Runtime) -> Result:
                 if diverged_step is not None:
                     break
                 loss_sum, n_loss, window = loss_sum + torch.stack(window).sum().item(), n_loss + len(window), []
+                if not done and _stop(step, stop_at, d):
+                    if rt.persist:
+                        save(epoch, steps=epoch_steps, loss_sum=loss_sum, n_loss=n_loss,
+                             term_sums={k: float(v) for k, v in term_sums.items()},
+                             seconds=time.perf_counter() - t_epoch)
+                    barrier(d)
+                    raise stopped(f"epoch {epoch + 1}, batch {epoch_steps} of {steps_per_epoch}")
             if done:
                 break
         if diverged_step is None and window:
@@ -248,28 +298,19 @@ def train(spec: RunSpec, rt: Runtime) -> Result:
         if probes and d.is_main:
             row.update(run_probes(probes, model, probe_ctx(epoch), epoch_end=True))
         history.append(_jsonable(row))
-        spent_now = dict(spent, wall_s=spent["wall_s"] + time.perf_counter() - wall0)
         if d.is_main:
             bar.write(summary_line(spec.run_id, row, epochs))
-        save = rt.persist and (last or time.perf_counter() - last_save >= rt.checkpoint_every_s)
-        if d.world_size > 1:  # every rank must take part in gathering the RNG states: agree first
-            flag = torch.tensor(float(save), device=d.device)
-            save = bool(all_reduce(flag, d, torch_dist.ReduceOp.MAX).item())
+        stop = not last and _stop(step, stop_at, d)  # SIGTERM during evaluation or probes
+        due = last or stop or time.perf_counter() - last_save >= rt.checkpoint_every_s
         if d.is_main and rt.persist:
             write_csv(out_dir / "log.csv", history)
             tb.log(history[-1])
-        if save:
-            rngs = _gather_rng(d)
+        if rt.persist and any_rank(due, d):  # every rank takes part in gathering the RNG states: agree first
+            save(epoch + 1)
             last_save = time.perf_counter()
-        if save and d.is_main:
-            checkpoint.save(ckpt_path, {
-                "fingerprint": spec.fingerprint, "run_id": spec.run_id, "epoch": epoch + 1, "step": step,
-                "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(),
-                "ema": ema.state_dict() if ema is not None else None,
-                "objective": objective.state_dict() if objective is not None else None, "rng": rngs,
-                "history": history, "spent": spent_now, "switch": switch})
         barrier(d)
+        if stop:
+            raise stopped(f"end of epoch {epoch + 1}")
     bar.close()
     tb.close()
 

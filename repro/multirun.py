@@ -1,0 +1,162 @@
+"""Hydra multiruns that report, through any launcher (basic, submitit_local, slurm).
+
+A launcher runs each job where it likes (this process, a child, a SLURM node) and the job's exit code
+and error stay there: a failed job used to look like a finished one, and the parent printed nothing.
+``JobReport`` is a Hydra callback (``hydra.callbacks`` in conf/config.yaml): each job, wherever it runs,
+writes ``outcome.json`` into its Hydra output folder when it ends (``on_job_end``); the parent prints a
+progress line every ``every_s`` seconds while jobs run and, at the end, one line per job (finished, or
+failed with its one-line error and log file) and makes the exit code non-zero when one failed.
+A job killed outright (out of memory, node lost) writes no outcome: the submitit launcher then raises
+in the parent, and Hydra prints submitit's error, which names the job's log (exit code 1).
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.experimental.callback import Callback
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from .runs import ConfigError
+
+OUTCOME = "outcome.json"
+_worst = 0  # the worst exit code among the jobs of the last multirun, for repro.cli.main
+
+
+def take_exit_code() -> int:
+    """The worst job exit code of the multirun that just ended (0 when none failed), then reset."""
+    global _worst
+    code, _worst = _worst, 0
+    return code
+
+
+def in_multirun() -> bool:
+    """Whether this process is running a job of a Hydra multirun (``-m``)."""
+    try:
+        return HydraConfig.get().mode == RunMode.MULTIRUN
+    except ValueError:
+        return False
+
+
+def _log_file() -> str | None:
+    """This job's stderr log when a submitit launcher runs it (else its output is on the console)."""
+    try:
+        import submitit
+        return str(submitit.JobEnvironment().paths.stderr.resolve())
+    except Exception:  # not in a submitit job, or submitit not installed
+        return None
+
+
+def _job_count(task: list[str]) -> int | None:
+    """How many jobs the basic sweeper makes of these overrides (None for a sweep it cannot count)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    try:
+        batches = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(task), None)
+    except Exception:
+        return None
+    return sum(len(b) for b in batches)
+
+
+def _outcomes(sweep_dir: Path) -> list[dict]:
+    found = []
+    for path in sweep_dir.rglob(OUTCOME):
+        try:
+            found.append(json.loads(path.read_text()))
+        except (OSError, ValueError):  # being written
+            continue
+    return sorted(found, key=lambda o: o.get("num", 0))
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+class JobReport(Callback):
+    """One line per job after a multirun, a progress line while it runs, non-zero exit if a job failed."""
+
+    def __init__(self, every_s: float = 60.0) -> None:
+        self.every_s = float(every_s)
+        self._stop: threading.Event | None = None
+
+    def __getstate__(self) -> dict:  # Hydra sends its callbacks to submitit jobs: no thread, no event
+        return {"every_s": self.every_s, "_stop": None}
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep_dir = Path(str(config.hydra.sweep.dir))
+        total = _job_count(list(config.hydra.overrides.task))
+        launcher = str(config.hydra.launcher.get("_target_", "")).rpartition(".")[2] or "launcher"
+        print(f"multirun: {total if total is not None else 'some'} job(s) through {launcher}; outputs under "
+              f"{sweep_dir}", flush=True)
+        self._stop = threading.Event()
+        threading.Thread(target=self._progress, args=(sweep_dir, total, time.time()), daemon=True,
+                         name="multirun-progress").start()
+
+    def _progress(self, sweep_dir: Path, total: int | None, start: float) -> None:
+        while not self._stop.wait(self.every_s):
+            done = _outcomes(sweep_dir)
+            failed = sum(o["code"] != 0 for o in done)
+            print(f"multirun: {len(done)}/{total if total is not None else '?'} job(s) done ({failed} failed), "
+                  f"{_duration(time.time() - start)} elapsed", flush=True)
+
+    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
+        if config.hydra.mode != RunMode.MULTIRUN:
+            return
+        if job_return.status == JobStatus.COMPLETED:
+            value = job_return.return_value  # repro.cli's task function returns {"code", "error"}
+            code, error = (int(value["code"]), value.get("error")) if isinstance(value, dict) else (0, None)
+        else:  # the task function raised (repro.cli catches what it can in a job, so this is rare)
+            e = job_return._return_value  # the public property re-raises it
+            code, error = 1, f"crashed: {type(e).__name__}: {' '.join(str(e).split())}"
+        out = Path(str(config.hydra.runtime.output_dir))
+        overrides = [o for o in job_return.overrides or [] if not o.startswith("command=")]  # set by repro.cli
+        outcome = {"num": int(config.hydra.job.num), "overrides": overrides,
+                   "code": code, "error": error, "log": _log_file()}
+        tmp = out / f".{OUTCOME}.tmp"
+        tmp.write_text(json.dumps(outcome))
+        tmp.replace(out / OUTCOME)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        global _worst
+        if self._stop is not None:
+            self._stop.set()
+        sweep_dir = Path(str(config.hydra.sweep.dir))
+        done = _outcomes(sweep_dir)
+        total = _job_count(list(config.hydra.overrides.task))
+        missing = (total or len(done)) - len(done)
+        failed = [o for o in done if o["code"] != 0]
+        print(f"multirun: {len(done)} job(s) ended, {len(failed)} failed"
+              f"{f', {missing} without an outcome (killed?)' if missing > 0 else ''}", flush=True)
+        for o in done:
+            what = "finished" if o["code"] == 0 else f"failed (exit {o['code']}): {o.get('error') or 'no error line'}"
+            log = f"; log {o['log']}" if o.get("log") else ""
+            print(f"  job {o['num']} ({' '.join(o['overrides'])}): {what}{log}", flush=True)
+        codes = [o["code"] for o in failed] + ([1] if missing > 0 else [])
+        _worst = max([_worst, *codes])
+
+
+SLURM_LAUNCHERS = ("slurm", "submitit_slurm")
+
+
+def check_launcher(args: list[str]) -> None:
+    """``hydra/launcher=...`` that cannot work here is one line, not a traceback from sbatch or Hydra."""
+    for a in args:
+        key, _, name = a.partition("=")
+        if key.lstrip("+") != "hydra/launcher" or name in ("basic", ""):
+            continue
+        plugin = importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher")
+        if name.startswith(("submitit", "slurm")) and plugin is None:
+            raise ConfigError(f"hydra/launcher={name} needs the submitit launcher plugin: pip install -e '.[slurm]'")
+        if name in SLURM_LAUNCHERS and shutil.which("sbatch") is None:
+            raise ConfigError(f"hydra/launcher={name}: SLURM's sbatch is not on PATH, so this is no SLURM cluster; "
+                              f"run it on the cluster's login node, or try the jobs here with "
+                              f"hydra/launcher=submitit_local")
