@@ -190,6 +190,7 @@ class Figure:
     y_scale: str = "linear"
     line: int = 0
     x_from: str = ""   # vs_rows: dotted config path giving the x our runs used (else the paper's row x)
+    reference: tuple = ()  # what the claims test, drawn: {y, label} a level; {slope, series, label} a slope
 
 
 @dataclass(frozen=True)
@@ -437,15 +438,28 @@ def _table(c: _Checker, m: _Map) -> Table | None:
     return t
 
 
+def _reference(c: _Checker, m: _Map, what: str) -> list[dict]:
+    """A figure's reference lines: each {y: number, label} or {slope: number, series: <series label>, label}."""
+    out = []
+    for r in m.get("reference") or []:
+        ok = isinstance(r, dict) and isinstance(r.get("label"), str) and (
+            isinstance(r.get("y"), (int, float)) or (isinstance(r.get("slope"), (int, float)) and r.get("series")))
+        if not ok:
+            c.problem(m.key_lines["reference"], f"{what}: reference {r!r} needs a label and y, or slope and series")
+            continue
+        out.append(dict(r))
+    return out
+
+
 def _figure(c: _Checker, m: _Map, paper: Paper) -> Figure | None:
     what = f"figure {m.get('id')!r}"
     if not c.keys(m, ("id", "caption", "source", "kind", "table", "series", "x_label", "y_label", "x_scale", "y_scale",
-                      "x_from"), ("id", "caption", "kind", "table", "series"), what):
+                      "x_from", "reference"), ("id", "caption", "kind", "table", "series"), what):
         return None
     f = Figure(id=_str(m["id"]), caption=_str(m["caption"]), source=_str(m.get("source")), kind=_str(m["kind"]),
                table=_str(m["table"]), series=[], x_label=_str(m.get("x_label")), y_label=_str(m.get("y_label")),
                x_scale=_str(m.get("x_scale")) or "linear", y_scale=_str(m.get("y_scale")) or "linear", line=m.line,
-               x_from=_str(m.get("x_from")))
+               x_from=_str(m.get("x_from")), reference=tuple(_reference(c, m, what)))
     for axis in ("x_scale", "y_scale"):
         if getattr(f, axis) not in AXIS_SCALES:
             c.problem(m.key_lines[axis], f"{what}: {axis} {getattr(f, axis)!r} is not one of {AXIS_SCALES}")

@@ -119,7 +119,7 @@ def test_report_opens_in_chromium(tmp_path):
     assert parsed.ours[:3] == ["51.00 ± 1.00", "57.00 ± 1.00", "11.8 ± 0.2"]  # row A: base, ours, gap
     claims = next(t for t in parsed.tables if t["attrs"].get("id") == "claims-table")
     assert any("Ours > Base <always>" in c for c in claims["cells"])
-    assert '<span class="verdict v-holds">holds</span>' in dom.stdout
+    assert '<span class="verdict v-holds" data-scale="full">holds · full</span>' in dom.stdout
     assert "Accuracy <script>document.title='pwned'</script> & friends" in dom.stdout.replace("&lt;", "<").replace(
         "&gt;", ">").replace("&amp;", "&")
 
@@ -135,48 +135,75 @@ def test_report_opens_in_chromium(tmp_path):
     assert 'href="demo/report.html"' in index.stdout and "ahead" in index.stdout
 
 
-HARNESS = """<!DOCTYPE html><html><body>
-<iframe id="f" src="{src}" style="width:1200px;height:900px;border:0"></iframe>
+HARNESS = """<!DOCTYPE html><html><body style="margin:0">
+<iframe id="f" src="{src}" style="width:{width}px;height:900px;border:0"></iframe>
 <script>
 document.getElementById("f").addEventListener("load", () => {{
   const doc = document.getElementById("f").contentDocument;
   const root = doc.documentElement;
+  const found = id => doc.getElementById(id) || doc.getElementById(decodeURIComponent(id));
   const missing = [...doc.querySelectorAll('a[href^="#"]')].map(a => a.getAttribute("href").slice(1))
-    .filter(id => !doc.getElementById(decodeURIComponent(id)));
+    .filter(id => !found(id));
   const images = [...doc.images];
   const broken = images.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.alt);
+  const verdicts = [...doc.querySelectorAll('table.claims .verdict, p.tally .verdict, #papers-table .verdict')];
+  const unscaled = verdicts.filter(v => !v.dataset.scale || !v.textContent.includes(v.dataset.scale.split("-")[0])
+    && !v.textContent.includes("smoke") && !/^\\d/.test(v.textContent)).map(v => v.textContent);
   const out = document.createElement("pre");
   out.id = "result";
   out.textContent = JSON.stringify({{overflow: root.scrollWidth - root.clientWidth, links: doc.querySelectorAll(
-    'a[href^="#"]').length, missing: missing, images: images.length, broken: broken}});
+    'a[href^="#"]').length, missing: missing, images: images.length, broken: broken, verdicts: verdicts.length,
+    unscaled: unscaled}});
   document.body.appendChild(out);
 }});
 </script></body></html>"""
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("paper", ["convit", "cmhsa", "oversmoothing", "augvit", "respostln"])
-def test_committed_report_reads_in_chromium(paper, tmp_path):
-    """The committed report itself: no horizontal overflow of the page, every in-page link (table of
-    contents, claim -> table) lands on an element, every figure decodes; the index's claim links exist."""
+def _open(page: Path, width: int, tmp_path: Path) -> dict:
+    """Load a page in an iframe of ``width`` px and read back overflow, anchors, images and verdict labels."""
     exe = _chromium()
-    page = REPO / "results" / paper / "report.html"
-    harness = tmp_path / "harness.html"
-    harness.write_text(HARNESS.format(src=page.resolve().as_uri()))
-    dom = _run(exe, tmp_path / "profile", "--allow-file-access-from-files", "--virtual-time-budget=15000",
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    harness = tmp_path / f"harness-{width}.html"
+    harness.write_text(HARNESS.format(src=page.resolve().as_uri(), width=width))
+    dom = _run(exe, tmp_path / f"profile-{width}", "--allow-file-access-from-files", "--virtual-time-budget=15000",
                "--dump-dom", harness.as_uri())
     assert dom.returncode == 0, dom.stderr[-2000:]
     found = re.search(r'<pre id="result">(.*?)</pre>', dom.stdout, re.S)
     assert found, dom.stdout[-2000:]
-    result = json.loads(html.unescape(found.group(1)))
+    return json.loads(html.unescape(found.group(1)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width", [1440, 390])
+@pytest.mark.parametrize("paper", ["convit", "cmhsa", "oversmoothing", "augvit", "respostln"])
+def test_committed_report_reads_in_chromium(paper, width, tmp_path):
+    """The committed report at desktop and phone width: no sideways scroll of the page, every in-page link
+    (table of contents, claim -> table) lands on an element, every figure decodes, every verdict badge names
+    its scale; the index's claim links exist."""
+    page = REPO / "results" / paper / "report.html"
+    result = _open(page, width, tmp_path)
     assert result["overflow"] <= 0, result
     assert result["links"] > 5 and result["missing"] == [], result
-    assert result["images"] == (REPO / "results" / paper / "report.html").read_text().count("data:image/png")
+    assert result["images"] == page.read_text().count("data:image/png")
     assert result["broken"] == [], result
+    assert result["verdicts"] > 10 and result["unscaled"] == [], result
     ids = set(re.findall(r'id="([^"]+)"', page.read_text()))
     index = (REPO / "results" / "index.html").read_text()
     targets = re.findall(rf'href="{paper}/report\.html#([^"]+)"', index)
     assert targets and set(targets) <= ids
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width", [1440, 390])
+def test_committed_index_and_notebooks_read_in_chromium(width, tmp_path, built_notebooks):
+    """The index and every notebook at desktop and phone width: no sideways page scroll, every in-page
+    anchor resolves, every verdict badge names its scale."""
+    pages = [REPO / "results" / "index.html", *(REPO / "results" / p / "notebook.html" for p in
+                                                ("convit", "cmhsa", "oversmoothing", "augvit", "respostln"))]
+    for page in pages:
+        result = _open(page, width, tmp_path / page.parent.name)
+        assert result["overflow"] <= 0 and result["missing"] == [], (page, result)
+        assert result["verdicts"] > 10 and result["unscaled"] == [], (page, result)
 
 
 NETWORK_HARNESS = """<!DOCTYPE html><html><body>

@@ -245,7 +245,8 @@ def test_headline_cells_csv_and_attempted(tmp_path):
     build_report("vp", tmp_path / "papers", tmp_path / "results", notebook_execute=None)
     out = tmp_path / "results" / "vp"
     s = json.loads((out / "summary.json").read_text())
-    assert s["headline"][0]["text"].startswith("full: the paper's training claims: 2 hold, 0 fail (of 2 designed")
+    assert s["headline"][0]["text"].startswith("full (") and s["settings"]["full"] in s["headline"][0]["text"]
+    assert "): the paper's training claims: 2 hold, 0 fail (of 2 designed" in s["headline"][0]["text"]
     assert "theory: 1 hold, 0 fail (of 1)" in s["headline"][0]["text"] and "3 seed(s) per cell" in s["headline"][0]["text"]
     assert "attempted" in s["tables"]["acc"] and "reproduced" not in s["tables"]["acc"]
     rows = list(csv.DictReader((out / "cells.csv").open()))

@@ -8,6 +8,8 @@ release notes in ../shared/papers/README.md, patch-diversification Tables 2-5, R
 """
 from __future__ import annotations
 
+import inspect
+
 from timm.models import generate_default_cfgs, register_model
 
 from .factory import build, pretrained_cfg
@@ -96,3 +98,16 @@ def _register(name: str, defaults: dict, doc: str) -> None:
 
 for _name, (_defaults, _doc, _) in _NAMES.items():
     _register(_name, _defaults, _doc)
+
+
+def architecture(name: str, kwargs: dict | None = None) -> dict:
+    """A registered model's constructor arguments after ``kwargs`` (depth and width included when the
+    name leaves them at VisionTransformer's defaults): what a report says was trained. {} if unknown."""
+    kwargs = dict(kwargs or {})
+    if name not in _NAMES and kwargs.get("base") in _NAMES:  # a paper's wrapper around a registered model
+        name = kwargs["base"]
+    if name not in _NAMES:
+        return {}
+    sig = inspect.signature(VisionTransformer.__init__).parameters
+    base = {k: p.default for k, p in sig.items() if p.default is not inspect.Parameter.empty}
+    return {**base, **_NAMES[name][0], **kwargs}

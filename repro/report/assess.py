@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from repro.report.claims import Verdict, judge_all, judge_preconditions
 from repro.report.compare import Comparison, compare
+from repro.report.provenance import setting
 from repro.runs import SCALES, ConfigError, paper_runs
 from repro.spec import Paper
 
@@ -19,6 +20,7 @@ class Assessment:
     cmp: Comparison
     verdicts: list[Verdict]       # every claim at every scale it applies to
     preconditions: list[Verdict]  # every precondition at every scale with records
+    settings: dict[str, str]      # scale -> what was trained there, in words (provenance.setting)
 
 
 def defined_cells(paper_id: str, scales: list[str]) -> dict[str, set] | None:
@@ -44,4 +46,5 @@ def assess(paper: Paper, records: list[dict], bad: list | None = None) -> Assess
     """Compare a paper's records with its printed numbers and judge every claim and precondition."""
     scales = sorted({str(r.get("scale")) for r in records})
     cmp = compare(paper, records, bad, defined_cells(paper.id, scales), resolves(paper.id))
-    return Assessment(cmp, judge_all(cmp), judge_preconditions(cmp))
+    settings = {s: setting([r for r in records if str(r.get("scale")) == s]) for s in cmp.scales}
+    return Assessment(cmp, judge_all(cmp), judge_preconditions(cmp), settings)

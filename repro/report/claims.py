@@ -18,7 +18,7 @@ from __future__ import annotations
 from repro.report.compare import NOT_REPRODUCED, Comparison, reproduce_command
 from repro.report.comparisons import (FAILS, HOLDS, INCONCLUSIVE, INVALID, JUDGED, MIN_ROUNDS, MIN_SEEDS,  # noqa: F401
                                       NOT_DESIGNED, NOT_RESOLVABLE, NOT_RUN, NOT_TESTABLE, OUTSIDE, RESOLVED, SMOKE,
-                                      TIMING, Check, Verdict, _fmt, alternated, check_pair, finish, on_paper,
+                                      TIMING, Check, Verdict, _fmt, alternated, numbers, check_pair, finish, on_paper,
                                       resolvable_effect, verdict_label)
 from repro.runs import is_smoke
 from repro.spec import Claim, Ref
@@ -29,8 +29,6 @@ _METHODS = {"welch": "one-sided Welch t-test across seeds",
             "bound": "bound checked on every seed", "noise": "difference vs 2 sd of seed noise",
             "tolerance": "difference vs the claim's tolerance", "chance": "both sides at chance accuracy",
             "diverged": "a run diverged (see the table)"}
-RULE = ("one-sided tests across seeds, Holm-adjusted across the claim's comparisons (family-wise alpha={a:g}); "
-        "holds if every comparison holds, fails if any fails")
 
 
 def combine(checks: list[Check]) -> str:
@@ -54,23 +52,25 @@ def combine(checks: list[Check]) -> str:
 
 
 def _summary(checks: list[Check], alpha: float) -> str:
+    """Counts, then each tested comparison in numbers (failing first); the combining rule is stated once per
+    page (the legend), only alpha and the methods here."""
     verdicts = [c.verdict for c in checks]
     parts = [f"{verdicts.count(HOLDS)}/{len(checks)} comparisons hold"]
     parts += [f"{verdicts.count(v)} {v}" for v in (FAILS, INCONCLUSIVE, NOT_TESTABLE, NOT_RUN, INVALID) if v in verdicts]
     used = sorted({c.method for c in checks if c.method}, key=list(_METHODS).index)
     how = "; ".join(_METHODS[m] for m in used)
     if any(c.tests for c in checks):
-        how = RULE.format(a=alpha) + ("; " + how if how else "")
-    effects = [c for c in checks if c.effect is not None and c.resolvable is not None]
-    if effects:
-        lo, hi = min(c.effect for c in effects), max(c.effect for c in effects)
-        rlo, rhi = min(c.resolvable for c in effects), max(c.resolvable for c in effects)
-        parts.append(f"measured effect {lo:+.3g}" + (f" to {hi:+.3g}" if hi != lo else "") +
-                     f", smallest resolvable {_fmt(rlo)}" + (f" to {_fmt(rhi)}" if rhi != rlo else ""))
-    paper = [c.paper_effect for c in checks if c.paper_effect is not None]
-    if paper:
-        parts.append(f"paper's effect {min(paper):+.3g}" + (f" to {max(paper):+.3g}" if max(paper) != min(paper) else ""))
-    return ", ".join(parts) + (f"; {how}" if how else "")
+        how = f"Holm, family-wise alpha={alpha:g}" + ("; " + how if how else "")
+    order = (FAILS, INCONCLUSIVE, HOLDS)
+    shown = sorted((c for c in checks if c.effect is not None), key=lambda c: order.index(c.verdict)
+                   if c.verdict in order else len(order))
+    lines = [f"{c.lhs} {c.relation} {c.rhs}: {numbers(c)}" for c in shown[:MAX_SHOWN]]
+    if len(shown) > MAX_SHOWN:
+        lines.append(f"{len(shown) - MAX_SHOWN} more in the comparisons list")
+    return ", ".join(parts) + "".join(f"; {x}" for x in lines) + (f"; {how}" if how else "")
+
+
+MAX_SHOWN = 3  # comparisons quoted in a claim's statistic; all of them are in summary.json
 
 
 def designed(cmp: Comparison, claim: Claim, scale: str | None) -> bool:

@@ -21,7 +21,7 @@ from repro.records import RecordError
 from repro.report.provenance import as_dict, hardware_label, protocol_label, protocol_parts
 from repro.spec import Column, Paper, PaperValue, Ref, Table, decimals_of, prints_as
 
-SCALE_ORDER = ("tiny", "cpu", "small", "full")
+SCALE_ORDER = ("full", "small", "cpu", "tiny")  # most informative first: pages lead with it
 
 MEASURED, NOT_RUN, CITED, NOT_REPRODUCED, DIVERGED, INVALID = (
     "measured", "not run", "cited", "not reproduced", "diverged", "invalid")
@@ -33,9 +33,15 @@ FULL_TEST_SET = {"cifar10": 10000, "cifar10_jpeg": 10000, "cifar100": 10000, "im
 
 
 def order_scales(scales) -> list[str]:
-    """tiny, small, full first, then any other scale alphabetically."""
+    """full, small, cpu, tiny (most informative first), then any other scale alphabetically."""
     scales = set(scales)
     return [s for s in SCALE_ORDER if s in scales] + sorted(scales - set(SCALE_ORDER))
+
+
+def unique_scales(scales) -> list:
+    """Distinct scales, most informative first (full, small, cpu, tiny); None (judged nowhere) last."""
+    scales = list(scales)
+    return order_scales(s for s in scales if s is not None) + ([None] if None in scales else [])
 
 
 def reproduce_command(paper: str, table: str, scale: str | None) -> str:
@@ -165,7 +171,7 @@ class Cell:
             lengths = sorted({len(v) for v in m.values if isinstance(v, list)})
             return f"array[{'/'.join(map(str, lengths))}] x{m.n}"
         text = format_number(m.mean, self.paper, extra=self._extra)
-        if m.std is not None:
+        if m.std is not None and m.std > 1e-9 * max(1.0, abs(m.mean)):  # identical seeds: no "± 0" or "± 1e-16"
             std = format_number(m.std, self.paper, extra=self._extra) if self.paper_printed else f"{m.std:.2g}"
             text += f" ± {std}"
         return text
@@ -206,7 +212,7 @@ def format_number(x: float | None, like: PaperValue | None = None, sign: bool = 
         return "-"
     plus = "+" if sign else ""
     if like is None or like.resolution is None:  # nothing printed to match: significant digits
-        return f"{x:{plus}.4g}"
+        return f"{x:{plus},.0f}" if abs(x) >= 1e4 else f"{x:{plus}.4g}"  # counts without e-notation
     mult = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}.get(like.suffix, 1.0)
     suffix = like.suffix if like.suffix != "%" else ""
     return f"{x / mult:{plus}.{decimals_of(like) + extra}f}{suffix}"
@@ -243,6 +249,12 @@ class TableView:
         if free:
             lines.append(f"Compared like for like: {', '.join(free)} (measured on the paper's own models).")
         return lines
+
+    def datasets(self) -> tuple[str, str]:
+        """(the paper's dataset, ours) for the two sides of every cell: a cell never mixes datasets."""
+        paper = (self.paper_protocol or "as printed").split(",")[0]
+        ours = sorted({p["data"] for c in self._measured() for p in c.runs_protocol if p.get("data")})
+        return paper, "; ".join(ours) or (f"scale {self.scale}" if self.scale else "not run")
 
     def mixed_row(self, row: str) -> str:
         """A row whose numbers come from two architectures says so (params of ConViT-Ti, top-1 of a stand-in)."""
@@ -515,7 +527,7 @@ def cost_text(cost: dict) -> str:
     text = f"{cost['runs']} run{'s' if cost['runs'] != 1 else ''}"
     if cost.get("compute_s") is not None:
         s = cost["compute_s"]
-        amount = f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min" if s < 7200 else f"{s / 3600:.2f} h"
+        amount = "under 1 s" if s < 0.5 else f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min" if s < 7200 else f"{s / 3600:.2f} h"
         untimed = cost["runs"] - cost["timed"]
         text += f", {amount} of compute" + (f" ({untimed} untimed)" if untimed else "")
     if cost.get("hardware"):

@@ -72,6 +72,42 @@ def _fmt(x: float) -> str:
     return f"{x:.4g}"
 
 
+def decisive(c: Check) -> Test | None:
+    """The test a comparison's numbers are quoted from: its only one, or a curve's block with the largest
+    excess (the block closest to failing a bound or furthest past it)."""
+    return max(c.tests, key=lambda t: t.effect) if c.tests else None
+
+
+def p_sides(c: Check) -> tuple[str, str]:
+    """The Test fields holding p for 'holds' and for 'fails' (a '<=' bound holds on the lower side)."""
+    return ("p_less", "p_greater") if c.relation == "<=" else ("p_greater", "p_less")
+
+
+def numbers(c: Check) -> str:
+    """A comparison in numbers: 'effect -1.98 (95 % CI -3.12 to -0.84), one-sided p 0.004 that it fails
+    (Holm), n 3/3, resolvable 2.09, paper +0.9'."""
+    t = decisive(c)
+    parts = [] if c.effect is None else [f"effect {c.effect:+.3g}"]
+    if t and t.ci:
+        parts[-1] += f" (95 % CI {t.ci[0]:+.3g} to {t.ci[1]:+.3g})"
+    if t and t.p_greater is not None:
+        ok, bad = p_sides(c)
+        side, word = (bad, "fails") if c.verdict == FAILS or (
+            c.verdict != HOLDS and getattr(t, bad) < getattr(t, ok)) else (ok, "holds")
+        parts.append(f"one-sided p {_p(getattr(t, side + '_adj'))} that it {word} (Holm; raw {_p(getattr(t, side))})")
+    if t:
+        parts.append(f"n {t.n[0]}/{t.n[1]}")
+    if c.resolvable is not None:
+        parts.append(f"smallest resolvable {_fmt(c.resolvable)}")
+    if c.paper_effect is not None:
+        parts.append(f"paper {c.paper_effect:+.3g}")
+    return ", ".join(parts)
+
+
+def _p(p: float | None) -> str:
+    return "-" if p is None else "< 0.001" if p < 1e-3 else f"{p:.3f}"
+
+
 def _values(cmp: Comparison, ref: Ref, scale: str | None) -> list | None:
     """Per-seed values of a cell (or [const]); None when the cell is not measured."""
     if ref.const is not None:

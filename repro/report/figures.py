@@ -149,11 +149,26 @@ def _finish(ax, fig: Figure, title: str) -> None:
         ax.set_xscale("log")
     if fig.y_scale == "log":  # e.g. a collapse to 1e-8 next to values near 1
         ax.set_yscale("log")
-    ax.set_ylabel(fig.y_label)
+    _references(ax, fig)
+    ax.set_ylabel("\n".join(textwrap.wrap(fig.y_label, 48)))
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:  # beside the axes, never over the data
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False)
+
+
+def _references(ax, fig: Figure) -> None:
+    """Draw what the claims test: a level (a bound such as S.4 <= 1) or a slope through a series' first point
+    (Theorem 4's exponents), dotted and in the legend."""
+    for r in fig.reference:
+        if "y" in r:
+            ax.axhline(r["y"], color="0.2", ls=":", lw=1.2, label=r["label"])
+            continue
+        line = next((ln for ln in ax.get_lines() if ln.get_label().startswith(r["series"])), None)
+        if line is None or not len(line.get_xdata()):
+            continue
+        x, y = np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)
+        ax.plot(x, y[0] + r["slope"] * (x - x[0]), color=line.get_color(), ls=":", lw=1.2, label=r["label"])
 
 
 def _title(cmp: Comparison, fig: Figure, scale: str) -> str:
@@ -161,7 +176,7 @@ def _title(cmp: Comparison, fig: Figure, scale: str) -> str:
     data = sorted({data_label(rec.get("config") or {}) for rec in cmp.records
                    if rec.get("scale") == scale and rec.get("table") == fig.table and rec.get("config")})
     where = f"ours at scale {scale}" + (f", {', '.join(data)}" if data else "")
-    return "\n".join(textwrap.wrap(fig.caption, 70)[:2] + [where])
+    return "\n".join(textwrap.wrap(fig.caption, 90) + [where])  # the whole caption: no title cut mid-sentence
 
 
 def draw(cmp: Comparison, fig: Figure, scale: str | None) -> MplFigure | None:

@@ -12,10 +12,11 @@ import jinja2
 
 from repro.report.assess import Assessment
 from repro.report.claims import verdict_label
-from repro.report.compare import DETAIL_HEADERS, MEASURED, Cell, Comparison, cost_text
+from repro.report.compare import DETAIL_HEADERS, MEASURED, Cell, Comparison, cost_text, unique_scales
 from repro.report.figures import RenderedFigure
 from repro.report.provenance import describe
 from repro.report.tally import KIND_LABELS, headline, headline_text, kind, tally
+from repro.runs import is_smoke
 
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).with_name("templates")),
                           autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
@@ -53,7 +54,8 @@ def _png_data(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
 
 
-_ENV.globals.update(cell_class=cell_class, cell_title=cell_title, cost_text=cost_text, detail_headers=DETAIL_HEADERS,
+_ENV.filters["unique_scales"] = lambda xs: unique_scales(list(xs))
+_ENV.globals.update(is_smoke=is_smoke, cell_class=cell_class, cell_title=cell_title, cost_text=cost_text, detail_headers=DETAIL_HEADERS,
                     verdict_label=verdict_label, kind=kind, kind_labels=KIND_LABELS)
 
 
@@ -62,9 +64,21 @@ def render(a: Assessment, figures: list[RenderedFigure]) -> str:
     cmp = a.cmp
     return _ENV.get_template("report.html.j2").render(
         paper=cmp.paper, cmp=cmp, runs=describe(cmp.records, cmp.scales), verdicts=a.verdicts,
-        preconditions=a.preconditions, tally=tally(a.verdicts + a.preconditions),
-        headline=[headline_text(h) for h in headline(cmp, a.verdicts, a.preconditions)],
-        figures=[{"fig": f, "src": _png_data(f.path) if f.path else ""} for f in figures])
+        preconditions=a.preconditions, tally=tally(a.verdicts + a.preconditions), settings=a.settings,
+        headline=[headline_text(h) for h in headline(cmp, a.verdicts, a.preconditions, a.settings)],
+        **_placed([{"fig": f, "src": _png_data(f.path) if f.path else ""} for f in figures], cmp))
+
+
+def _placed(figures: list[dict], cmp: Comparison) -> dict:
+    """Each figure under its table's view at its scale (beside the numbers and claims it serves); those with
+    no such view go to a Figures section at the end."""
+    views = {(v.table.id, v.scale) for v in cmp.views}
+    placed: dict = {}
+    for f in figures:
+        key = (f["fig"].spec.table, f["fig"].scale)
+        if key in views:
+            placed.setdefault(key, []).append(f)
+    return {"placed": placed, "loose": [f for f in figures if (f["fig"].spec.table, f["fig"].scale) not in views]}
 
 
 def component_style() -> str:

@@ -8,10 +8,11 @@ from tabulate import tabulate
 
 from repro.report.assess import Assessment
 from repro.report.claims import verdict_label
-from repro.report.compare import DETAIL_HEADERS, MEASURED, Cell, Comparison, TableView, cost_text
+from repro.report.compare import DETAIL_HEADERS, MEASURED, Cell, Comparison, TableView, cost_text, unique_scales
 from repro.report.figures import RenderedFigure
 from repro.report.provenance import describe
 from repro.report.tally import KIND_LABELS, headline, headline_text, kind, tally
+from repro.runs import is_smoke
 
 _ESCAPES = str.maketrans({"|": r"\|", "<": r"\<", ">": r"\>", "&": r"\&", "\n": " "})
 
@@ -27,7 +28,10 @@ def _table(rows: list[list], headers: list[str]) -> str:
 
 
 LEGEND = ("Verdicts: **holds** / **FAILS**: resolved, by one-sided tests across >= 3 seeds Holm-adjusted across the "
-          "claim's comparisons (training) or on exact values (theory); *outside the paper's regime*: a precondition "
+          "claim's comparisons (training) or on exact values (theory); a claim holds if every comparison holds and fails "
+          "if any fails; each comparison is quoted as its effect with a 95 % interval, the one-sided p in the "
+          "direction of its verdict (Holm; raw beside it), n seeds per side and the smallest effect the seeds "
+          "resolve; *outside the paper's regime*: a precondition "
           "that defines the setting the paper claims it for is not met here, so the result is a finding about this "
           "setting, not a verdict on the paper; *not resolvable*: the paper's own effect is smaller than this scale "
           "resolves; *not testable*: both sides at chance; *inconclusive*: the evidence cannot tell; *smoke — not "
@@ -45,12 +49,12 @@ def _anchor(section: str, paper) -> str:
     return "".join(ch for ch in text.lower().replace(" ", "-") if ch.isalnum() or ch in "-_")
 
 
-def wide_cell(cell: Cell) -> str:
-    """'paper / ours' in the layout of the paper's table."""
+def wide_cell(cell: Cell) -> tuple[str, str]:
+    """(paper, ours): two columns, so that no cell mixes the paper's dataset with ours."""
     if cell.status == MEASURED:
         mark = "" if cell.within_noise is None else (" ✓" if cell.within_noise else " ✗")
-        return f"{cell.paper_text()} / {cell.measured_text()}{mark}" + (" (at chance)" if cell.at_chance else "")
-    return f"{cell.paper_text()} / {cell.status}"
+        return cell.paper_text(), f"{cell.measured_text()}{mark}" + (" (at chance)" if cell.at_chance else "")
+    return cell.paper_text(), cell.status
 
 
 def view_lines(cmp: Comparison, view: TableView) -> list[str]:
@@ -64,15 +68,18 @@ def view_lines(cmp: Comparison, view: TableView) -> list[str]:
         return out
     scale = f"scale `{view.scale}`" if view.scale else "not run at any scale yet"
     out += [f"### {t.id} at {scale}: {counts['measured']}/{counts['cells']} cells measured", "",
-            "Each cell: paper / ours (mean ± std over seeds); ✓ / ✗: like for like and the paper lies within / "
-            "outside our noise; no mark: measured under a different protocol, shown beside the paper's only.", ""]
+            "Each column: the paper's value on its dataset, then ours (mean ± std over seeds) on ours; ✓ / ✗: like "
+            "for like and the paper lies within / outside our noise; no mark: measured under a different protocol, "
+            "shown beside the paper's only.", ""]
     if cost_text(view.cost):
         out += [f"Time to table: {esc(cost_text(view.cost))}.", ""]
     out += [f"{esc(line)}" + "  " for line in view.protocol_lines()] + ([""] if view.protocol_lines() else [])
-    headers = ["", *[c.label + (f" ({c.unit})" if c.unit else "") for c in t.columns]]
+    paper_data, our_data = view.datasets()
+    headers = ["", *[x for c in t.columns for x in (f"{c.label}{f' ({c.unit})' if c.unit else ''}: paper, {paper_data}",
+                                                     f"ours at {view.scale}, {our_data}")]]
     body = [[r.label + (f" (cited: {r.cited})" if r.cited else "")
              + (f" ({view.mixed_row(r.key)})" if view.mixed_row(r.key) else "")] +
-            [wide_cell(view.cells[(r.key, c.key)]) for c in t.columns] for r in t.rows]
+            [x for c in t.columns for x in wide_cell(view.cells[(r.key, c.key)])] for r in t.rows]
     out += [_table(body, headers), ""]
     details = view.detail_rows()
     if details:
@@ -86,23 +93,38 @@ def view_lines(cmp: Comparison, view: TableView) -> list[str]:
     return out
 
 
-def tally_lines(verdicts: list, scale_word: bool = True) -> list[str]:
-    """One line per scale, its counts kept apart by kind of evidence."""
-    out = []
-    for scale, kinds in tally(verdicts).items():
-        where = f"At scale `{scale}`" if scale != "none" else "Judged at no scale yet (their scales have no records)"
-        out += [f"{where}: " + "; ".join(f"{KIND_LABELS[k]}: " + ", ".join(
-            f"{n} {verdict_label(v, scale)}" for v, n in counts.items()) for k, counts in kinds.items()), ""]
-    return out
+def tally_line(verdicts: list, scale: str | None) -> str:
+    """A scale's verdict counts, kept apart by kind of evidence."""
+    kinds = tally(verdicts).get(scale or "none", {})
+    return "; ".join(f"{KIND_LABELS[k]}: " + ", ".join(f"{n} {verdict_label(v, scale)}" for v, n in counts.items())
+                     for k, counts in kinds.items())
 
 
 def claims_rows(verdicts: list) -> list[list]:
     return [[v.claim.id, v.claim.text + (f" (table {v.claim.table})" if v.claim.table else ""), kind(v),
-             v.scale or "-", v.label.upper() if v.verdict == "fails" else v.label,
+             (v.label.upper() if v.verdict == "fails" else v.label) + f" · {v.scale or 'none'}",
              v.statistic, v.on_paper or "-"] for v in verdicts]
 
 
-CLAIM_HEADERS = ["claim", "text", "kind", "scale", "verdict", "statistic", "on the paper's numbers"]
+def scale_sections(verdicts: list, counted: list, settings: dict, level: str = "###") -> list[str]:
+    """One section per scale, most informative first: its setting, its counts, its claims; tiny folded."""
+    out = []
+    for scale in unique_scales([v.scale for v in verdicts]):
+        at = [v for v in verdicts if v.scale == scale]
+        where = f"At `{scale}`" + (f": {esc(settings[scale])}" if settings.get(scale) else "") if scale else \
+            "Judged at no scale yet (their scales have no records)"
+        body = [tally_line(counted, scale), "", _table(claims_rows(at), CLAIM_HEADERS), ""]
+        if is_smoke(scale):
+            out += [f"<details><summary>At <code>{scale}</code> (smoke: proves the pipeline runs, judges nothing): "
+                    f"{esc(settings.get(scale, ''))}</summary>", "", *body, "</details>", ""]
+        else:
+            note = ["Training verdicts here are statements about this setting, not about the paper's own protocol.",
+                    ""] if scale and scale != "full" else []
+            out += [f"{level} {where}", "", *note, *body]
+    return out
+
+
+CLAIM_HEADERS = ["claim", "text", "kind", "verdict", "statistic", "on the paper's numbers"]
 
 
 def render(a: Assessment, figures: list[RenderedFigure], out_dir: Path) -> str:
@@ -116,11 +138,12 @@ def render(a: Assessment, figures: list[RenderedFigure], out_dir: Path) -> str:
              "A number gets a delta and an agreement mark only where our protocol is the paper's (scale `full`, or "
              "the paper's own models at any scale); a claim gets holds/fails only where its scale is designed for "
              "it and the seeds can resolve it.", ""]
-    heads = [headline_text(h) for h in headline(cmp, verdicts, a.preconditions)]
+    heads = [headline_text(h) for h in headline(cmp, verdicts, a.preconditions, a.settings)]
     if heads:
         lines += ["**Did it reproduce?**", "", *[f"- {esc(h)}" for h in heads], ""]
+    views = {(v.table.id, v.scale) for v in cmp.views}
     toc = ["runs", *(["problems"] if cmp.problems else []), "claims", *[t.id for t in p.tables],
-           *(["figures"] if figures else [])]
+           *(["figures"] if any((f.spec.table, f.scale) not in views for f in figures) else [])]
     lines += ["Contents: " + " · ".join(f"[{x}](#{_anchor(x, p)})" for x in toc), "", "## Runs", ""]
     runs = describe(cmp.records, cmp.scales)
     if runs:
@@ -136,11 +159,12 @@ def render(a: Assessment, figures: list[RenderedFigure], out_dir: Path) -> str:
         lines += ["## Problems", "", *[f"- **invalid:** {esc(x)}" for x in cmp.problems], ""]
     lines += ["## Claims", ""]
     if verdicts:
-        lines += [LEGEND, "", *tally_lines(verdicts + a.preconditions), _table(claims_rows(verdicts), CLAIM_HEADERS), ""]
+        lines += [LEGEND, "", *scale_sections(verdicts, verdicts + a.preconditions, a.settings)]
         if a.preconditions:
             lines += ["### Preconditions: the paper's regime, measured", "",
                       "A claim that requires a precondition is judged only where it is met (holds); elsewhere it is "
-                      "outside the paper's regime.", "", _table(claims_rows(a.preconditions), CLAIM_HEADERS), ""]
+                      "outside the paper's regime.", "",
+                      *scale_sections(a.preconditions, a.preconditions, a.settings, "####")]
     else:
         lines += ["No claims listed in paper.yaml.", ""]
     for t in p.tables:
@@ -148,14 +172,20 @@ def render(a: Assessment, figures: list[RenderedFigure], out_dir: Path) -> str:
         if t.note:
             lines += [f"Note: {esc(t.note)}", ""]
         for view in (v for v in cmp.views if v.table is t):
-            lines += view_lines(cmp, view)
-    if figures:
-        lines += ["## Figures", ""]
-        for f in figures:
-            head = f"**{esc(f.spec.id)}** ({f.scale or 'no scale'}): {esc(f.spec.caption)}"
-            if f.path is None:
-                lines += [head + f" — {esc(f.note)}", ""]
-            else:
-                rel = os.path.relpath(f.path, out_dir)
-                lines += [head, "", f"![{esc(f.spec.id)}]({rel})", ""]
+            body = view_lines(cmp, view) + [x for f in figures if (f.spec.table, f.scale) == (t.id, view.scale)
+                                            for x in figure_lines(f, out_dir)]
+            smoke = is_smoke(view.scale)
+            lines += ([f"<details><summary>{t.id} at scale {view.scale} (smoke)</summary>", ""] if smoke else []) + \
+                body + (["</details>", ""] if smoke else [])
+    views = {(v.table.id, v.scale) for v in cmp.views}
+    loose = [f for f in figures if (f.spec.table, f.scale) not in views]
+    if loose:
+        lines += ["## Figures", "", *[x for f in loose for x in figure_lines(f, out_dir)]]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def figure_lines(f: RenderedFigure, out_dir: Path) -> list[str]:
+    head = f"**{esc(f.spec.id)}** ({f.scale or 'no scale'}): {esc(f.spec.caption)}"
+    if f.path is None:
+        return [head + f" — {esc(f.note)}", ""]
+    return [head, "", f"![{esc(f.spec.id)}]({os.path.relpath(f.path, out_dir)})", ""]

@@ -109,7 +109,8 @@ class ReportView:
 
     def claims(self) -> _Shown:
         text = "\n".join(f"{v.claim.id} [{v.scale}]: {v.verdict} ({v.statistic})" for v in self.verdicts)
-        return _Shown(html.fragment("claims_table", self.verdicts, tally(self.verdicts + self.assessment.preconditions)),
+        return _Shown(html.fragment("claims_table", self.verdicts, tally(self.verdicts + self.assessment.preconditions),
+                                    "claims-table", self.assessment.settings, False),
                       text)
 
     def table(self, table_id: str, scale: str | None = None) -> _Shown:

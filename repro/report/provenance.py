@@ -37,10 +37,13 @@ def protocol_parts(rec: dict) -> dict:
         if source:
             return {"model": f"{source.get('table')}/{as_dict(source.get('cell')).get('row')}'s runs"}
         return {"model": str(config.get("probe") or "unspecified").rpartition(":")[2]}
-    kw = as_dict(model.get("kwargs"))
-    shape = " ".join(f"{label} {kw[k]}" for k, label in (("depth", "depth"), ("embed_dim", "width"),
-                                                          ("patch_size", "patch")) if k in kw)
+    arch = _architecture(config)
+    shape = " ".join(f"{label} {arch[k]}" for k, label in (("depth", "depth"), ("embed_dim", "width"),
+                                                            ("num_heads", "heads"), ("patch_size", "patch")) if k in arch)
     out = {"data": data_label(config), "model": str(model["name"]), "shape": shape}
+    params = as_dict(rec.get("metrics")).get("params")
+    if isinstance(params, (int, float)):
+        out["params"] = int(params)
     seen = str(as_dict(as_dict(rec.get("provenance")).get("data")).get("train") or "")
     if seen.startswith("synthetic") and "synthetic" not in out["data"]:  # smoke: a stand-in for missing data
         out["data"] = f"synthetic stand-in for {out['data']}"
@@ -120,3 +123,53 @@ def describe(records: list[dict], scales: list[str]) -> list[dict]:
 def commits(records: list[dict]) -> list[str]:
     """Distinct commits the records were produced at, most frequent first."""
     return [c for c, _ in Counter(commit_label(as_dict(r.get("provenance"))) for r in records).most_common()]
+
+
+def _joined(values) -> str:
+    """'6' / '12/24' / '48-96': distinct values, slash-joined (a range past three)."""
+    vals = sorted({v for v in values if v is not None}, key=lambda v: (not isinstance(v, (int, float)), v))
+    return "/".join(map(str, vals)) if len(vals) <= 3 else f"{vals[0]}-{vals[-1]}"
+
+
+def _architecture(config: dict) -> dict:
+    from repro.models.registry import architecture  # lazy: the report reads records, it builds no model
+    model = as_dict(config.get("model"))
+    kwargs = as_dict(model.get("kwargs"))
+    return architecture(str(model.get("name")), kwargs) or kwargs  # not in the registry: what the run set
+
+
+def _params(records: list[dict]) -> str:
+    n = sorted(p for r in records if isinstance(p := as_dict(r.get("metrics")).get("params"), (int, float)))
+    if not n:
+        return ""
+    lo, hi = (f"{x / 1e6:.2g}M" for x in (n[0], n[-1]))
+    return f"{lo} params" if lo == hi else f"{lo}-{hi} params"
+
+
+def setting(records: list[dict]) -> str:
+    """One scale's training in words a reader cannot miss: 'depth 6, width 96/108, 6/9 heads, patch 4
+    (0.68M-0.9M params); 10 epochs at full data (x 1/f on a fraction f); CIFAR-10 (JPEG q75) (32 px); 3 seeds'.
+    Why: a training verdict is a statement about this setting, so every verdict carries it."""
+    train = [r for r in records if r.get("kind", "train") == "train" and as_dict(r.get("config")).get("model")]
+    if not train:
+        return "probes only (no training)"
+    configs = [as_dict(r.get("config")) for r in train]
+    arch = [_architecture(c) for c in configs]
+    shape = ", ".join(f"{label} {_joined(a.get(k) for a in arch)}" for k, label in
+                      (("depth", "depth"), ("embed_dim", "width"), ("num_heads", "heads"), ("patch_size", "patch"))
+                      if any(a.get(k) is not None for a in arch))
+    params = _params(train)
+    recipe = [as_dict(c.get("recipe")) for c in configs]
+    epochs = f"{_joined(r.get('epochs') for r in recipe)} epochs"
+    if any(as_dict(c.get("data")).get("fraction", 1) < 1 for c in configs) and any(
+            r.get("scale_epochs_with_fraction") for r in recipe):
+        epochs += " at full data (x 1/f on a fraction f)"
+    cells = Counter((r.get("table"), json_key(r.get("cell")), r.get("run_id", "").rsplit("-s", 1)[0]) for r in train)
+    seeds = _joined(cells.values())
+    data = "; ".join(sorted({data_label(c) for c in configs}))
+    return "; ".join(x for x in (f"{shape} ({params})" if params else shape, epochs, data,
+                                 f"{seeds} seed{'s' if seeds != '1' else ''}") if x)
+
+
+def json_key(x) -> str:
+    return repr(sorted(x.items())) if isinstance(x, dict) else repr(x)

@@ -6,7 +6,7 @@ needs the values the statistic text is written from.
 """
 from __future__ import annotations
 
-from repro.report.comparisons import Check, Verdict
+from repro.report.comparisons import Check, Verdict, decisive, p_sides
 from repro.report.tally import kind
 
 
@@ -16,8 +16,8 @@ def _num(x) -> float | None:
 
 def check_entry(c: Check) -> dict:
     """One comparison: the numbers of its test (for a per-layer curve, of its block with the largest excess)."""
-    t = max(c.tests, key=lambda x: x.effect) if c.tests else None
-    ok, bad = ("p_less", "p_greater") if c.relation == "<=" else ("p_greater", "p_less")
+    t = decisive(c)
+    ok, bad = p_sides(c)
     return {"lhs": str(c.lhs), "rhs": str(c.rhs), "relation": c.relation, "verdict": c.verdict, "method": c.method,
             "effect": _num(c.effect), "ci95": [_num(x) for x in t.ci] if t and t.ci else None,
             "p_holds": _num(getattr(t, ok)) if t else None, "p_fails": _num(getattr(t, bad)) if t else None,
@@ -37,9 +37,10 @@ def resolvability(v: Verdict) -> str:
     return "not resolvable" if any(p < r for p, r in pairs) else "resolvable"
 
 
-def claim_entry(v: Verdict) -> dict:
-    """A claim's (or precondition's) verdict at one scale, with every number behind it."""
-    return {"id": v.claim.id, "scale": v.scale, "kind": kind(v), "evidence": v.claim.evidence,
+def claim_entry(v: Verdict, settings: dict[str, str] | None = None) -> dict:
+    """A claim's (or precondition's) verdict at one scale, with the setting it was reached in and every number
+    behind it."""
+    return {"id": v.claim.id, "scale": v.scale, "setting": (settings or {}).get(v.scale or "", ""), "kind": kind(v), "evidence": v.claim.evidence,
             "reading": v.claim.reading, "verdict": v.verdict, "label": v.label, "result": v.result or None,
             "met": v.verdict == "holds" if v.claim.evidence == "precondition" else None,
             "resolvability": resolvability(v), "statistic": v.statistic, "on_paper": v.on_paper or None,

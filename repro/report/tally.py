@@ -34,7 +34,8 @@ def tally(verdicts: list[Verdict]) -> dict[str, dict[str, dict[str, int]]]:
     return {s: {k: by[k] for k in KINDS if k in by} for s, by in out.items()}
 
 
-def headline(cmp: Comparison, verdicts: list[Verdict], preconditions: list[Verdict] = ()) -> list[dict]:
+def headline(cmp: Comparison, verdicts: list[Verdict], preconditions: list[Verdict] = (),
+             settings: dict[str, str] | None = None) -> list[dict]:
     """"Did it reproduce?" per scale with records: the paper's own training claims by verdict (of those
     the scale is designed for), and every other kind counted apart, with the data and seeds behind them."""
     out = []
@@ -56,6 +57,7 @@ def headline(cmp: Comparison, verdicts: list[Verdict], preconditions: list[Verdi
         h["theory_total"], h["theory_hold"] = h["theory"]["total"], h["theory"]["hold"]
         h["seeds"] = sorted({len(c.measured.values) for v in aimed for ch in v.checks for c in _cells(cmp, ch, scale)})
         h["data"] = sorted({lbl for r in cmp.records if r.get("scale") == scale for lbl in [_data(r)] if lbl})
+        h["setting"] = (settings or {}).get(scale, "")
         out.append(h)
     return out
 
@@ -85,7 +87,9 @@ def headline_text(h: dict) -> str:
             fail = f"{g['fail']} {'not met' if k == 'precondition' else 'fail'}"
             others.append(f"{name}: {g['hold']} {word}, {fail}{rest} (of {g['total']})")
     seeds = f"{'/'.join(map(str, h['seeds']))} seed(s) per cell" if h["seeds"] else ""
-    return f"{h['scale']}: " + "; ".join(x for x in (train, *others, "; ".join(h["data"]), seeds) if x)
+    where = f"{h['scale']} ({h['setting']})" if h.get("setting") else h["scale"]
+    data = "" if h.get("setting") else "; ".join(h["data"])  # the setting names the data
+    return f"{where}: " + "; ".join(x for x in (train, *others, data, seeds) if x)
 
 
 def _cells(cmp: Comparison, check, scale: str) -> list[Cell]:
