@@ -1,6 +1,8 @@
 """Reports from synthetic records: cell values, deltas, noise, precision, verdicts, rendering, robustness."""
 import csv
 import json
+import re
+import shutil
 import time
 from pathlib import Path
 
@@ -527,3 +529,44 @@ def test_committed_summary_quotes_every_judged_training_comparison_in_numbers(pa
             row = quoted[claim["id"], claim["scale"], f"{c['lhs']} {c['relation']} {c['rhs']}"]
             assert row["verdict"] == claim["verdict"] and row["setting"] == claim["setting"]
             assert row["effect"] == ("" if c["effect"] is None else str(c["effect"]))
+
+
+def _row_verdicts(page: str) -> dict:
+    """(claim, scale) -> verdict class of each claim row of a report page, its comparisons' badges left out."""
+    out = {}
+    for chunk in page.split('<tr id="claim-')[1:]:
+        key, body = chunk.split('"', 1)
+        body = re.sub(r"<details>.*?</details>", "", body.split("</tr>\n  <tr", 1)[0], flags=re.S)
+        found = re.search(r'class="verdict v-([a-z-]+)" data-scale="(\w+)"', body)
+        claim, scale = key.rsplit("-", 1)
+        assert found and found.group(2) == scale, key
+        out[claim, scale] = found.group(1)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("paper", ["convit", "cmhsa", "oversmoothing", "augvit", "respostln"])
+def test_report_index_and_notebook_built_from_the_records_agree_on_every_verdict(paper, tmp_path):
+    """One code path decides verdicts: report.html, REPORT.md, summary.json, claims.csv, the index and the
+    executed notebook, all rebuilt here from the committed records, give every (claim, scale) the same one."""
+    out = tmp_path / "results"
+    shutil.copytree(REPO / "results" / paper, out / paper, ignore=shutil.ignore_patterns("figures", "*.html",
+                                                                                         "*.ipynb"))
+    build_report(paper, REPO / "papers", out)
+    build_index(REPO / "papers", out)
+    nbmod.build(paper, REPO / "papers", out, execute="inline")
+    summary = json.loads((out / paper / "summary.json").read_text())
+    expected = {(c["id"], c["scale"] or "none"): c["verdict"].replace(" ", "-") for c in summary["claims"]}
+    regime = {(c["id"], c["scale"] or "none"): c["verdict"].replace(" ", "-") for c in summary["preconditions"]}
+    assert _row_verdicts((out / paper / "report.html").read_text()) == expected | regime
+    assert _row_verdicts((out / paper / "notebook.html").read_text()) == expected | regime
+    index = re.findall(rf'class="verdict v-([a-z-]+)" data-scale="(\w+)">[^<]*</span>\s*'
+                       rf'<a href="{paper}/report\.html#claim-([^"]+)-(\w+)">', (out / "index.html").read_text())
+    assert {(claim, scale): v for v, s, claim, scale in index if s == scale} == expected and len(index) == len(expected)
+    rows = csv.DictReader((out / paper / "claims.csv").open())
+    assert {(r["claim"], r["scale"] or "none"): r["verdict"].replace(" ", "-") for r in rows if r["claim"] in
+            {c for c, _ in expected}} == expected
+    markdown = (out / paper / "REPORT.md").read_text()
+    for (claim, scale), verdict in expected.items():
+        label = next(c["label"] for c in summary["claims"] if (c["id"], c["scale"] or "none") == (claim, scale))
+        assert re.search(rf"^\| {claim} +\|.*\| {re.escape(label)} · {scale} +\|", markdown, re.M | re.I), (claim, scale)

@@ -113,6 +113,13 @@ class ReportView:
                                     "claims-table", self.assessment.settings, False),
                       text)
 
+    def preconditions(self) -> _Shown:
+        """The paper's regime, measured: a claim that requires a precondition is judged only where it holds."""
+        pre = self.assessment.preconditions
+        text = "\n".join(f"{v.claim.id} [{v.scale}]: {v.verdict} ({v.statistic})" for v in pre)
+        return _Shown(html.fragment("claims_table", pre, {}, "preconditions-table", self.assessment.settings, False),
+                      text)
+
     def table(self, table_id: str, scale: str | None = None) -> _Shown:
         view = self.cmp.view(table_id, scale)
         if view is None:
@@ -182,6 +189,8 @@ def make_notebook(view: ReportView, papers_dir: Path, results_dir: Path) -> nbfo
                 f"`python -m repro.report --paper {p.id}`."),
              code("from repro.report.notebook import ReportView\n\n" + _view_call(p.id, papers_dir, results_dir)),
              md("## Claims"), code("report.claims()"),
+             *([md("## Preconditions: the paper's regime, measured"), code("report.preconditions()")]
+               if p.preconditions else []),
              md("## Every cell as a DataFrame\n\n`cells.csv` holds one row per table cell and scale: the paper's "
                 "value, our mean, sd and seed count, whether the protocols match (`like_for_like`) and the delta "
                 "where they do."),
