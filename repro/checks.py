@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 from .runs import ConfigError
@@ -43,6 +44,15 @@ def check_recipe(recipe: dict) -> None:
     steps = recipe.get("max_steps")
     if steps is not None and (_number("max_steps", steps) < 1 or steps != int(steps)):
         raise ConfigError(f"recipe.max_steps={steps!r}: give a whole number >= 1, or null for no limit")
+
+
+def class_counts(split) -> str:
+    """'cifar10_jpeg/train: 10 classes x 500 images' (or '3-5 images each'): what a run will see per class."""
+    counts = Counter(split.labels)
+    n = [counts[c] for c in range(len(split.classes))]
+    if min(n) == max(n):
+        return f"{split.name}: {len(n)} classes x {n[0]} images"
+    return f"{split.name}: {len(n)} classes, {min(n)}-{max(n)} images each ({sum(n)} in all)"
 
 
 def check_classes(train, test, data: dict) -> None:

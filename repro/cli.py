@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from tabulate import tabulate
 
 from . import locks, multirun, records
-from .checks import check_classes, check_recipe, check_writable
+from .checks import check_classes, check_recipe, check_writable, class_counts
 from .data import DataError, FractionError, check_fraction, open_split
 from .runs import (RUN_KEYS, SCALES, ConfigError, RunSpec, check_unique, deep_merge, import_object,
                    known_papers, paper_runs, resolve, run_dir, run_groups, shard, source_spec, with_sources)
@@ -91,10 +91,11 @@ def build_specs(c: dict, overrides: dict | None = None) -> list[RunSpec]:
     return shard(specs, index, shards)
 
 
-def validate(spec: RunSpec, seen_data: set | None = None) -> None:
+def validate(spec: RunSpec, seen_data: set | None = None) -> str | None:
     """Everything checkable before a run starts, so bad input fails before anything is written.
 
-    ``seen_data`` remembers the datasets already found, so ImageNet is listed once, not per run.
+    Returns the dataset's images per class ('data: ...'), or None where ``seen_data`` (the datasets already
+    found) holds it: ImageNet is listed once, not per run.
     """
     if spec.kind == "probe":
         if not spec.config.get("probe"):
@@ -113,10 +114,13 @@ def validate(spec: RunSpec, seen_data: set | None = None) -> None:
         import_object(entry if isinstance(entry, str) else entry.get("fn", ""))
     data = spec.config["data"]
     key = repr(sorted((k, repr(v)) for k, v in data.items() if k != "fraction"))
-    if seen_data is None or key not in seen_data:
-        check_classes(open_split(data, "train"), open_split(data, "test"), data)  # missing / mismatched data
-        if seen_data is not None:
-            seen_data.add(key)
+    if seen_data is not None and key in seen_data:
+        return None
+    train, test = open_split(data, "train"), open_split(data, "test")  # missing data, an empty class folder
+    check_classes(train, test, data)  # mismatched class folders
+    if seen_data is not None:
+        seen_data.add(key)
+    return f"data: {class_counts(train)}; {class_counts(test)}"
 
 
 def to_train(specs: list[RunSpec], status: dict, force: bool) -> list[RunSpec]:
@@ -189,8 +193,10 @@ def reproduce(cfg: DictConfig) -> int:
     check_writable(records.results_root() / c["paper"])
     status = {s.run_id: record_status(s) for s in specs}  # a corrupt record stops us here
     seen: set = set()
-    for s in to_train(specs, status, bool(c.get("force"))):  # a rebuild from records needs no data
-        validate(s, seen)
+    counts = [validate(s, seen) for s in to_train(specs, status, bool(c.get("force")))]  # a rebuild needs no data
+    if int(c["num_shards"]) == 1 and not ddp.in_torchrun():  # once, by the command typed (not its shards, ranks)
+        for line in dict.fromkeys(n for n in counts if n):
+            print(line, flush=True)
     if int(c.get("jobs") or 1) > 1 and int(c.get("num_shards") or 1) == 1:
         return _parallel(c, specs, status)
     nproc = _nproc(c)

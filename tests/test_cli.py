@@ -14,7 +14,7 @@ from repro.cli import main
 from repro.runs import ConfigError, known_papers, paper_runs, paper_scales, resolve
 from repro.train.model import register_models
 
-from conftest import EXPERIMENTS, REPO, fast_args, subprocess_env, write_paper
+from conftest import EXPERIMENTS, REPO, fast_args, image_folder, subprocess_env, write_paper
 
 
 def snapshot(*roots):
@@ -119,19 +119,39 @@ BAD_INPUTS = [
     (["data.name=nosuch"], "unknown dataset data.name='nosuch'"),
 ]
 
+# Rows that need a dataset on disk: (command line, error, how to make the data under the data root).
+BAD_DATA = [  # an empty class folder: on the code before issue #31 a 10-way head trained on 9 classes
+    (["data=cifar10_jpeg"], "/cifar10-jpeg/train/cat (1 of 10 classes in train/ have no image)",
+     lambda root: image_folder(root / "cifar10-jpeg", per_class=2, empty={("train", "cat")})),
+    (["data=folder", "data.path=tree"], "/tree/val/dog (1 of 10 classes in val/ have no image)",
+     lambda root: image_folder(root / "tree", ("train", "val"), per_class=2, empty={("val", "dog")})),
+]
 
-@pytest.mark.parametrize("extra,message", BAD_INPUTS)
-def test_bad_input_is_one_line_exit_2_and_loses_nothing(dirs, capsys, monkeypatch, extra, message):
+
+@pytest.mark.parametrize("extra,message,make_data", [(*row, None) for row in BAD_INPUTS] + BAD_DATA)
+def test_bad_input_is_one_line_exit_2_and_loses_nothing(dirs, capsys, monkeypatch, extra, message, make_data):
     pid = dirs["pid"]
     assert main(["reproduce", *fast_args(pid, "tables=[table1]")]) == 0  # something already written
-    before = snapshot(dirs["results"], dirs["cache"] / "runs")
+    root = dirs["data"] / "root"  # missing unless the row makes its data
+    if make_data:
+        make_data(root)
+    before = snapshot(dirs["results"], dirs["cache"])
     capsys.readouterr()
-    monkeypatch.setenv("REPRO_DATA_DIR", str(dirs["data"] / "missing"))
+    monkeypatch.setenv("REPRO_DATA_DIR", str(root))
     keys = {e.partition("=")[0] for e in extra}
     args = [a for a in fast_args(pid) if a.partition("=")[0] not in keys] + extra
     err = one_line_error(capsys, main(["reproduce", *args]))
     assert message in err
-    assert snapshot(dirs["results"], dirs["cache"] / "runs") == before
+    assert snapshot(dirs["results"], dirs["cache"]) == before  # no record, checkpoint, lock or data cache
+
+
+def test_images_per_class_are_one_line_per_command(dirs, capsys):
+    image_folder(dirs["data"] / "cifar10-jpeg", per_class=3)
+    args = [a for a in fast_args(dirs["pid"], "tables=[table2]", "seeds=2") if not a.startswith("data")]
+    assert main(["reproduce", *args, "data=cifar10_jpeg", "data.test_max_per_class=2", "recipe.epochs=1"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("data: ") == 1  # four runs, one dataset
+    assert "data: cifar10_jpeg/train: 10 classes x 3 images; cifar10_jpeg/test: 10 classes x 2 images" in out
 
 
 def test_corrupt_record_stops_before_training(dirs, capsys):

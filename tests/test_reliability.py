@@ -11,10 +11,8 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 import pytest
 import timm
-from PIL import Image
 
 from repro import locks, records
 from repro.cli import main
@@ -24,20 +22,11 @@ from repro.report.compare import INVALID, compare
 from repro.report.notebook import md_text
 from repro.spec import Ref, load_paper
 
-from conftest import REPO, fast_args, subprocess_env
+from conftest import REPO, fast_args, image_folder, subprocess_env
 from test_cli import one_line_error, snapshot
 
-CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
-
-
 def _jpeg_dataset(root, per_class=4):
-    rng = np.random.default_rng(0)
-    for split in ("train", "test"):
-        for c in CLASSES:
-            d = root / "cifar10-jpeg" / split / c
-            d.mkdir(parents=True)
-            for i in range(per_class):
-                Image.fromarray(rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)).save(d / f"{i:04d}.jpg")
+    image_folder(root / "cifar10-jpeg", per_class=per_class)
 
 
 def _jpeg_args(pid, *extra):
