@@ -27,7 +27,8 @@ from omegaconf import DictConfig, OmegaConf
 from tabulate import tabulate
 
 from . import locks, multirun, records
-from .checks import check_classes, check_recipe, check_writable, class_counts
+from .checks import (check_classes, check_command, check_data, check_keys, check_recipe, check_writable,
+                     class_counts)
 from .data import DataError, FractionError, check_fraction, open_split
 from .runs import (RUN_KEYS, SCALES, ConfigError, RunSpec, check_unique, deep_merge, import_object,
                    known_papers, paper_runs, resolve, run_dir, run_groups, shard, source_spec, with_sources)
@@ -108,6 +109,7 @@ def validate(spec: RunSpec, seen_data: set | None = None) -> str | None:
         import_object(spec.config["init"]["fn"])
         check_model(source.config)
     check_fraction(spec.config["data"].get("fraction", 1.0))
+    check_data(spec.config["data"])
     check_recipe(spec.config.get("recipe") or {})
     probe_list(spec.config.get("probes"))
     for entry in spec.config.get("losses") or []:
@@ -186,6 +188,7 @@ def _describe(rec: dict) -> str:
 
 def reproduce(cfg: DictConfig) -> int:
     c = OmegaConf.to_container(cfg, resolve=True)
+    check_command(c)
     register_models(c.get("paper"), c["runtime"].get("imports"))
     specs = build_specs(c, run_overrides(cfg))
     if c.get("dry_run"):
@@ -410,6 +413,7 @@ def dry_run(specs: list[RunSpec], c: dict) -> int:
 def list_runs(cfg: DictConfig) -> int:
     """Papers, their tables and runs at a scale, and each run's status."""
     c = OmegaConf.to_container(cfg, resolve=True)
+    check_command(c)
 
     def status(s: RunSpec) -> str:
         try:
@@ -485,7 +489,7 @@ def _run_command(cfg: DictConfig) -> tuple[int, str | None]:
 
 
 def _prepare(args: list[str]) -> list[str]:
-    """Check the scale early (one line, not Hydra's listing); default scale; tables=a,b as a list."""
+    """Check the scale and the keys early (one line, not Hydra's listing); default scale; tables=a,b as a list."""
     sweep = any(a in ("-m", "--multirun") for a in args)
     multirun.check_launcher(args)
     try:
@@ -504,6 +508,8 @@ def _prepare(args: list[str]) -> list[str]:
         out.append(a)
     if not any(a.startswith("scale=") for a in out):
         out = _with_overrides(out, [f"scale={'small' if torch.cuda.is_available() else 'tiny'}"])
+    overrides = OverridesParser.create().parse_overrides([a for a in out if "=" in a and not a.startswith("-")])
+    check_keys([o.input_line for o in overrides if not (sweep and o.is_sweep_override())])
     return out
 
 

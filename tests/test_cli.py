@@ -117,6 +117,21 @@ BAD_INPUTS = [
     (["seeds=0"], "seeds=0: give a positive number of seeds"),
     (["shard=3", "num_shards=2"], "need 0 <= shard < num_shards"),
     (["data.name=nosuch"], "unknown dataset data.name='nosuch'"),
+    # issue #31: counts that must be positive (0 never means "no limit"), enumerations, unknown keys
+    (["data.max_per_class=0"], "data.max_per_class=0: give a whole number >= 1, or null"),
+    (["data.test_max_per_class=0"], "data.test_max_per_class=0: give a whole number >= 1, or null"),
+    (["data.test_limit=-1"], "data.test_limit=-1: give a whole number >= 1, or null"),
+    (["jobs=0"], "jobs=0: give a whole number >= 1"),
+    (["num_shards=0"], "num_shards=0: give a whole number >= 1"),
+    (["runtime.nproc_per_node=0"], "runtime.nproc_per_node=0: give a whole number >= 1, or auto"),
+    (["runtime.threads=0"], "runtime.threads=0: give a whole number >= 1, or null"),
+    (["runtime.amp=fp8"], "runtime.amp='fp8': use one of bf16, fp16, none"),
+    (["runtime.device=tpu"], "runtime.device='tpu': use auto, cpu, cuda or cuda:N"),
+    (["data.pipeline=foo"], "data.pipeline='foo': use one of tensor, loader, auto"),
+    (["recipe.epoch=3"], "unknown key recipe.epoch; did you mean recipe.epochs?"),
+    (["epochs=3"], "unknown key epochs; did you mean recipe.epochs?"),
+    (["data=folder", "data.pth=x"], "unknown key data.pth; did you mean data.path?"),
+    (["data=nosuch"], "unknown data=nosuch; use one of cifar10, cifar100, cifar10_jpeg, folder"),
 ]
 
 # Rows that need a dataset on disk: (command line, error, how to make the data under the data root).
