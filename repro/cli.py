@@ -342,8 +342,8 @@ def _parallel(c: dict, specs: list[RunSpec], status: dict) -> int:
     start = time.time()
 
     def one(index: int) -> int:
-        if preempt.requested():  # SIGTERM: start no more groups
-            return preempt.EXIT_CODE
+        if preempt.requested():  # SIGTERM or Ctrl-C: start no more groups
+            return preempt.exit_code()
         cmd = [sys.executable, "-m", "repro", "reproduce", *task, f"shard={index}", f"num_shards={count}", "jobs=1",
                "report=false", f"runtime.threads={threads}", "runtime.progress=false"]
         return preempt.wait(subprocess.Popen(cmd))
@@ -471,14 +471,14 @@ def _run_command(cfg: DictConfig) -> tuple[int, str | None]:
     """The command's exit code and its one-line error, also printed on stderr. In a multirun job a crash
     is one too (the launcher's parent lists it with the job's log); elsewhere it stays a traceback."""
     try:
-        with preempt.on_sigterm():
+        with preempt.on_signals():
             return int({"reproduce": reproduce, "list": list_runs}[cfg.command](cfg) or 0), None
     except BAD_INPUT as e:
         code, error = 2, f"error: {_one_line(e)}"
     except RunsFailed as e:
         code, error = 1, f"error: {_one_line(e)}"
     except preempt.Preempted as e:
-        code, error = preempt.EXIT_CODE, f"stopped: {_one_line(e)}"
+        code, error = preempt.exit_code(), f"stopped: {_one_line(e)}"
     except Exception as e:
         if not multirun.in_multirun():
             raise
@@ -541,6 +541,10 @@ def main(argv: list[str] | None = None) -> int:
     sys.argv = [saved[0] if saved else "repro", *_with_overrides(rest, [f"command={command}"])]
     try:
         _hydra_main()
+    except KeyboardInterrupt:  # a second Ctrl-C (the first stops at the next check), or one before the run began
+        print("stopped: interrupted; each run keeps its last checkpoint and its lock is released; run the same "
+              "command again to resume", file=sys.stderr, flush=True)
+        return preempt.INTERRUPT_EXIT_CODE
     finally:
         sys.argv = saved
     return max(_exit_code, multirun.take_exit_code())

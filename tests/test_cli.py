@@ -1,20 +1,26 @@
 """The command line: reproduce / list, skipping and resuming, bad input, smoke and dry runs, Hydra."""
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 import timm
 import torch
 from hydra import compose, initialize_config_dir
 
-from repro import records
+from repro import cli, records
 from repro.cli import main
 from repro.runs import ConfigError, known_papers, paper_runs, paper_scales, resolve
+from repro.train import preempt
 from repro.train.model import register_models
 
-from conftest import EXPERIMENTS, REPO, fast_args, image_folder, subprocess_env, write_paper
+from conftest import EXPERIMENTS, PROBES, REPO, fast_args, image_folder, subprocess_env, write_paper
+from test_cluster import SIGNAL_HOOK, _signal_args
 
 
 def snapshot(*roots):
@@ -167,6 +173,55 @@ def test_images_per_class_are_one_line_per_command(dirs, capsys):
     out = capsys.readouterr().out
     assert out.count("data: ") == 1  # four runs, one dataset
     assert "data: cifar10_jpeg/train: 10 classes x 3 images; cifar10_jpeg/test: 10 classes x 2 images" in out
+
+
+def _stopped_line(capsys, code, expected_code=preempt.INTERRUPT_EXIT_CODE) -> str:
+    err = capsys.readouterr().err.strip()
+    assert code == expected_code, err
+    assert err.startswith("stopped: ") and "\n" not in err, err  # no traceback
+    return err
+
+
+def test_ctrl_c_checkpoints_releases_the_lock_and_says_how_to_resume(dirs, capsys, tmp_path):
+    """Ctrl-C (SIGINT) takes SIGTERM's path: checkpoint where the run is, lock released, exit 130."""
+    pid = dirs["pid"]
+    write_paper(dirs["papers"], pid, EXPERIMENTS, PROBES + SIGNAL_HOOK)
+    assert main(["reproduce", *fast_args(pid, "tables=[table1]")]) == 0  # something already written
+    before = snapshot(dirs["results"], dirs["cache"])
+    flag = tmp_path / "ctrl-c"
+    flag.touch()
+    args = _signal_args(pid, flag, "SIGINT")
+    capsys.readouterr()
+    err = _stopped_line(capsys, main(["reproduce", *args]))
+    assert err.startswith("stopped: SIGINT: table2-f100") and "checkpointed at step 5 (epoch 1" in err
+    assert err.endswith("run the same command again to resume it")
+    after = snapshot(dirs["results"], dirs["cache"])
+    assert {k: after.get(k) for k in before} == before  # nothing written before is lost or changed
+    (run,) = {Path(k).parent for k in set(after) - set(before)}  # only the interrupted run's folder is new
+    assert (run / "last.pt").exists() and not (run / "run.lock").exists()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Ctrl-C is Python's again
+    flag.unlink()
+    assert main(["reproduce", *args]) == 0 and f"resume {run.name}" in capsys.readouterr().out
+
+
+def test_a_second_ctrl_c_stops_at_once_in_one_line(dirs, capsys, monkeypatch):
+    """The first Ctrl-C asks for a checkpoint at the next check; a second (or one before any run) stops now."""
+    with preempt.on_signals():
+        os.kill(os.getpid(), signal.SIGINT)  # the first: stop at the next check, after a checkpoint
+        assert preempt.requested() and preempt.exit_code() == preempt.INTERRUPT_EXIT_CODE
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)  # the second: now
+            time.sleep(5)
+    with preempt.on_signals():  # clears the flag for the tests after this one
+        pass
+    pid = dirs["pid"]
+    assert main(["reproduce", *fast_args(pid, "tables=[table1]")]) == 0
+    before = snapshot(dirs["results"], dirs["cache"])
+    monkeypatch.setattr(cli, "validate", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))
+    capsys.readouterr()
+    err = _stopped_line(capsys, main(["reproduce", *fast_args(pid)]))
+    assert "run the same command again to resume" in err
+    assert snapshot(dirs["results"], dirs["cache"]) == before
 
 
 def test_corrupt_record_stops_before_training(dirs, capsys):
