@@ -15,12 +15,15 @@ from hydra import compose, initialize_config_dir
 
 from repro import cli, records
 from repro.cli import main
+from repro.report.__main__ import main as report_main
+from repro.report.build import invalid_records
 from repro.runs import ConfigError, known_papers, paper_runs, paper_scales, resolve
 from repro.train import preempt
 from repro.train.model import register_models
 
 from conftest import EXPERIMENTS, PROBES, REPO, fast_args, image_folder, subprocess_env, write_paper
 from test_cluster import SIGNAL_HOOK, _signal_args
+from test_report import make_toy
 
 
 def snapshot(*roots):
@@ -222,6 +225,24 @@ def test_a_second_ctrl_c_stops_at_once_in_one_line(dirs, capsys, monkeypatch):
     err = _stopped_line(capsys, main(["reproduce", *fast_args(pid)]))
     assert "run the same command again to resume" in err
     assert snapshot(dirs["results"], dirs["cache"]) == before
+
+
+def test_report_names_each_invalid_record_and_stops_unless_allowed(tmp_path, capsys):
+    """python -m repro.report: one line per invalid record, exit 2 and nothing written; --allow-invalid builds
+    the reports without them. The committed records are all valid, so make report works as before."""
+    papers, results = make_toy(tmp_path)  # a truncated record and one naming a row paper.yaml lacks
+    args = ["--papers-dir", str(papers), "--results-dir", str(results), "--notebook", "none"]
+    before = snapshot(results)
+    assert report_main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(e.startswith("error: ") and e.endswith("--allow-invalid") for e in err)
+    assert "zz-corrupt.json: unreadable record" in err[0] and "record 'stray' (full): table 't' row 'f7'" in err[1]
+    assert snapshot(results) == before
+    assert report_main([*args, "--allow-invalid"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(e.startswith("skipped: ") for e in err)
+    assert (results / "toy" / "report.html").is_file()
+    assert invalid_records(REPO / "papers", REPO / "results") == []
 
 
 def test_corrupt_record_stops_before_training(dirs, capsys):
