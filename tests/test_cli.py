@@ -1,4 +1,5 @@
 """The command line: reproduce / list, skipping and resuming, bad input, smoke and dry runs, Hydra."""
+import io
 import json
 import os
 import shutil
@@ -15,6 +16,7 @@ from hydra import compose, initialize_config_dir
 
 from repro import cli, records
 from repro.cli import main
+from repro.models import zoo
 from repro.report.__main__ import main as report_main
 from repro.report.build import invalid_records
 from repro.runs import ConfigError, known_papers, paper_runs, paper_scales, resolve
@@ -243,6 +245,27 @@ def test_report_names_each_invalid_record_and_stops_unless_allowed(tmp_path, cap
     assert len(err) == 2 and all(e.startswith("skipped: ") for e in err)
     assert (results / "toy" / "report.html").is_file()
     assert invalid_records(REPO / "papers", REPO / "results") == []
+
+
+class Terminal(io.StringIO):
+    """stderr as a terminal would be."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bars_only_on_a_terminal(dirs, capsys, monkeypatch):
+    """Training and `make zoo` draw tqdm bars (carriage-return redraws) on a terminal, never into redirected output."""
+    args = [a for a in fast_args(dirs["pid"], "tables=[table2]") if not a.startswith("runtime.progress")]
+    args += ["runtime.progress=true", "recipe.epochs=1"]
+    assert main(["reproduce", *args]) == 0 and zoo.main(["--paper", "respostln"]) == 0
+    err = capsys.readouterr().err
+    assert "\r" not in err and "measuring the zoo" not in err
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert main(["reproduce", *args, "force=true"]) == 0 and zoo.main(["--paper", "respostln"]) == 0
+    drawn = terminal.getvalue()
+    assert "\r" in drawn and "table2-f50" in drawn and "measuring the zoo" in drawn and "3/3" in drawn
 
 
 def test_corrupt_record_stops_before_training(dirs, capsys):
