@@ -3,11 +3,25 @@ after an hour of training, and never a silently wrong result (a dataset whose cl
 """
 from __future__ import annotations
 
+import difflib
 import os
+import re
 import tempfile
+from collections import Counter
 from pathlib import Path
 
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException, MissingConfigException
+from omegaconf import OmegaConf
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError
+
 from .runs import ConfigError
+
+CONF_DIR = Path(__file__).resolve().parent / "conf"
+AMP = ("bf16", "fp16", "none")
+PIPELINES = ("tensor", "loader", "auto")
+DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
 
 # recipe key -> (kind, lower bound, inclusive, upper bound): values a run can be trained with
 POSITIVE_INT = ("epochs", "batch_size", "eval_batch_size")
@@ -43,6 +57,90 @@ def check_recipe(recipe: dict) -> None:
     steps = recipe.get("max_steps")
     if steps is not None and (_number("max_steps", steps) < 1 or steps != int(steps)):
         raise ConfigError(f"recipe.max_steps={steps!r}: give a whole number >= 1, or null for no limit")
+
+
+def _count(key: str, value, low: int = 1, also: tuple = ()) -> None:
+    """A whole number >= ``low`` (or one of ``also``): 0 must never pass for "no limit" or "one"."""
+    if value in also and not isinstance(value, int):  # None, 'auto' (never 0 or False, which equal 0)
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        alternatives = "".join(f", or {a if a is not None else 'null'}" for a in also)
+        raise ConfigError(f"{key}={value!r}: give a whole number >= {low}{alternatives}")
+
+
+def _choice(key: str, value, allowed: tuple) -> None:
+    if value not in allowed:
+        raise ConfigError(f"{key}={value!r}: use one of {', '.join(allowed)}")
+
+
+def check_command(c: dict) -> None:
+    """The command's own values (how runs execute), before anything is read or written."""
+    _count("jobs", c.get("jobs"))
+    _count("num_shards", c.get("num_shards"))
+    r = c["runtime"]
+    _count("runtime.nproc_per_node", r.get("nproc_per_node"), also=("auto",))
+    _count("runtime.threads", r.get("threads"), also=(None,))
+    _count("runtime.num_workers", r.get("num_workers"), low=0, also=("auto",))
+    _count("runtime.check_every", r.get("check_every"), also=("auto",))
+    _count("runtime.probe_batch", r.get("probe_batch"))
+    _choice("runtime.amp", r.get("amp"), AMP)
+    device = r.get("device")
+    if not isinstance(device, str) or not DEVICE.fullmatch(device):
+        raise ConfigError(f"runtime.device={device!r}: use auto, cpu, cuda or cuda:N")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"runtime.device={device}: no CUDA GPU is visible here; use runtime.device=auto or cpu")
+
+
+def check_data(data: dict) -> None:
+    """Image counts are positive or null (null: no limit) and the pipeline is one we have."""
+    for key in ("max_per_class", "test_max_per_class", "test_limit"):
+        _count(f"data.{key}", data.get(key), also=(None,))
+    _choice("data.pipeline", data.get("pipeline", "auto"), PIPELINES)
+
+
+def check_keys(overrides: list[str]) -> None:
+    """Every ``key=value`` names a key of the config: Hydra's struct error (a listing and exit 1) becomes
+    one line naming the key and the nearest valid one. Swept values are left to each job."""
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+            compose("config", overrides=overrides)
+    except MissingConfigException as e:  # data=nosuch: an option of a config group that does not exist
+        group, _, name = str(e.missing_cfg_file).rpartition("/")
+        options = ", ".join(e.options or [])
+        raise ConfigError(f"unknown {group}={name}{'; use one of ' + options if options else ''}") from None
+    except ConfigCompositionException as e:
+        cause = e.__cause__
+        key = getattr(cause, "full_key", None)
+        if not isinstance(cause, (ConfigAttributeError, ConfigKeyError)) or not key:
+            raise ConfigError(" ".join(str(e).split())) from None
+        raise ConfigError(_unknown_key(key, cause.parent_node)) from None
+
+
+def _unknown_key(key: str, parent) -> str:
+    """'unknown key recipe.epoch; did you mean recipe.epochs?': the closest key under the same parent."""
+    prefix = key.rpartition(".")[0]
+    tree = OmegaConf.to_container(parent, resolve=False) if parent is not None else {}
+    known = list(_paths(tree, prefix))
+    near = difflib.get_close_matches(key, known, n=1)
+    hint = f"did you mean {near[0]}?" if near else f"no key like it{' under ' + prefix if prefix else ''}"
+    return f"unknown key {key}; {hint} (to add a new key, write +{key}=...)"
+
+
+def _paths(tree, prefix: str = ""):
+    """Every dotted key path in a nested dict."""
+    for k, v in tree.items() if isinstance(tree, dict) else ():
+        path = f"{prefix}.{k}" if prefix else str(k)
+        yield path
+        yield from _paths(v, path)
+
+
+def class_counts(split) -> str:
+    """'cifar10_jpeg/train: 10 classes x 500 images' (or '3-5 images each'): what a run will see per class."""
+    counts = Counter(split.labels)
+    n = [counts[c] for c in range(len(split.classes))]
+    if min(n) == max(n):
+        return f"{split.name}: {len(n)} classes x {n[0]} images"
+    return f"{split.name}: {len(n)} classes, {min(n)}-{max(n)} images each ({sum(n)} in all)"
 
 
 def check_classes(train, test, data: dict) -> None:

@@ -27,7 +27,8 @@ from omegaconf import DictConfig, OmegaConf
 from tabulate import tabulate
 
 from . import locks, multirun, records
-from .checks import check_classes, check_recipe, check_writable
+from .checks import (check_classes, check_command, check_data, check_keys, check_recipe, check_writable,
+                     class_counts)
 from .data import DataError, FractionError, check_fraction, open_split
 from .runs import (RUN_KEYS, SCALES, ConfigError, RunSpec, check_unique, deep_merge, import_object,
                    known_papers, paper_runs, resolve, run_dir, run_groups, shard, source_spec, with_sources)
@@ -91,10 +92,11 @@ def build_specs(c: dict, overrides: dict | None = None) -> list[RunSpec]:
     return shard(specs, index, shards)
 
 
-def validate(spec: RunSpec, seen_data: set | None = None) -> None:
+def validate(spec: RunSpec, seen_data: set | None = None) -> str | None:
     """Everything checkable before a run starts, so bad input fails before anything is written.
 
-    ``seen_data`` remembers the datasets already found, so ImageNet is listed once, not per run.
+    Returns the dataset's images per class ('data: ...'), or None where ``seen_data`` (the datasets already
+    found) holds it: ImageNet is listed once, not per run.
     """
     if spec.kind == "probe":
         if not spec.config.get("probe"):
@@ -107,16 +109,20 @@ def validate(spec: RunSpec, seen_data: set | None = None) -> None:
         import_object(spec.config["init"]["fn"])
         check_model(source.config)
     check_fraction(spec.config["data"].get("fraction", 1.0))
+    check_data(spec.config["data"])
     check_recipe(spec.config.get("recipe") or {})
     probe_list(spec.config.get("probes"))
     for entry in spec.config.get("losses") or []:
         import_object(entry if isinstance(entry, str) else entry.get("fn", ""))
     data = spec.config["data"]
     key = repr(sorted((k, repr(v)) for k, v in data.items() if k != "fraction"))
-    if seen_data is None or key not in seen_data:
-        check_classes(open_split(data, "train"), open_split(data, "test"), data)  # missing / mismatched data
-        if seen_data is not None:
-            seen_data.add(key)
+    if seen_data is not None and key in seen_data:
+        return None
+    train, test = open_split(data, "train"), open_split(data, "test")  # missing data, an empty class folder
+    check_classes(train, test, data)  # mismatched class folders
+    if seen_data is not None:
+        seen_data.add(key)
+    return f"data: {class_counts(train)}; {class_counts(test)}"
 
 
 def to_train(specs: list[RunSpec], status: dict, force: bool) -> list[RunSpec]:
@@ -182,6 +188,7 @@ def _describe(rec: dict) -> str:
 
 def reproduce(cfg: DictConfig) -> int:
     c = OmegaConf.to_container(cfg, resolve=True)
+    check_command(c)
     register_models(c.get("paper"), c["runtime"].get("imports"))
     specs = build_specs(c, run_overrides(cfg))
     if c.get("dry_run"):
@@ -189,8 +196,10 @@ def reproduce(cfg: DictConfig) -> int:
     check_writable(records.results_root() / c["paper"])
     status = {s.run_id: record_status(s) for s in specs}  # a corrupt record stops us here
     seen: set = set()
-    for s in to_train(specs, status, bool(c.get("force"))):  # a rebuild from records needs no data
-        validate(s, seen)
+    counts = [validate(s, seen) for s in to_train(specs, status, bool(c.get("force")))]  # a rebuild needs no data
+    if int(c["num_shards"]) == 1 and not ddp.in_torchrun():  # once, by the command typed (not its shards, ranks)
+        for line in dict.fromkeys(n for n in counts if n):
+            print(line, flush=True)
     if int(c.get("jobs") or 1) > 1 and int(c.get("num_shards") or 1) == 1:
         return _parallel(c, specs, status)
     nproc = _nproc(c)
@@ -333,8 +342,8 @@ def _parallel(c: dict, specs: list[RunSpec], status: dict) -> int:
     start = time.time()
 
     def one(index: int) -> int:
-        if preempt.requested():  # SIGTERM: start no more groups
-            return preempt.EXIT_CODE
+        if preempt.requested():  # SIGTERM or Ctrl-C: start no more groups
+            return preempt.exit_code()
         cmd = [sys.executable, "-m", "repro", "reproduce", *task, f"shard={index}", f"num_shards={count}", "jobs=1",
                "report=false", f"runtime.threads={threads}", "runtime.progress=false"]
         return preempt.wait(subprocess.Popen(cmd))
@@ -404,6 +413,7 @@ def dry_run(specs: list[RunSpec], c: dict) -> int:
 def list_runs(cfg: DictConfig) -> int:
     """Papers, their tables and runs at a scale, and each run's status."""
     c = OmegaConf.to_container(cfg, resolve=True)
+    check_command(c)
 
     def status(s: RunSpec) -> str:
         try:
@@ -461,14 +471,14 @@ def _run_command(cfg: DictConfig) -> tuple[int, str | None]:
     """The command's exit code and its one-line error, also printed on stderr. In a multirun job a crash
     is one too (the launcher's parent lists it with the job's log); elsewhere it stays a traceback."""
     try:
-        with preempt.on_sigterm():
+        with preempt.on_signals():
             return int({"reproduce": reproduce, "list": list_runs}[cfg.command](cfg) or 0), None
     except BAD_INPUT as e:
         code, error = 2, f"error: {_one_line(e)}"
     except RunsFailed as e:
         code, error = 1, f"error: {_one_line(e)}"
     except preempt.Preempted as e:
-        code, error = preempt.EXIT_CODE, f"stopped: {_one_line(e)}"
+        code, error = preempt.exit_code(), f"stopped: {_one_line(e)}"
     except Exception as e:
         if not multirun.in_multirun():
             raise
@@ -479,7 +489,7 @@ def _run_command(cfg: DictConfig) -> tuple[int, str | None]:
 
 
 def _prepare(args: list[str]) -> list[str]:
-    """Check the scale early (one line, not Hydra's listing); default scale; tables=a,b as a list."""
+    """Check the scale and the keys early (one line, not Hydra's listing); default scale; tables=a,b as a list."""
     sweep = any(a in ("-m", "--multirun") for a in args)
     multirun.check_launcher(args)
     try:
@@ -498,6 +508,8 @@ def _prepare(args: list[str]) -> list[str]:
         out.append(a)
     if not any(a.startswith("scale=") for a in out):
         out = _with_overrides(out, [f"scale={'small' if torch.cuda.is_available() else 'tiny'}"])
+    overrides = OverridesParser.create().parse_overrides([a for a in out if "=" in a and not a.startswith("-")])
+    check_keys([o.input_line for o in overrides if not (sweep and o.is_sweep_override())])
     return out
 
 
@@ -529,6 +541,10 @@ def main(argv: list[str] | None = None) -> int:
     sys.argv = [saved[0] if saved else "repro", *_with_overrides(rest, [f"command={command}"])]
     try:
         _hydra_main()
+    except KeyboardInterrupt:  # a second Ctrl-C (the first stops at the next check), or one before the run began
+        print("stopped: interrupted; each run keeps its last checkpoint and its lock is released; run the same "
+              "command again to resume", file=sys.stderr, flush=True)
+        return preempt.INTERRUPT_EXIT_CODE
     finally:
         sys.argv = saved
     return max(_exit_code, multirun.take_exit_code())

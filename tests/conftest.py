@@ -7,8 +7,10 @@ import textwrap
 import uuid
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -104,6 +106,22 @@ def dirs(tmp_path, monkeypatch):
 def fast_args(pid: str, *extra: str) -> list[str]:
     return [f"paper={pid}", "scale=tiny", "data=synthetic", "data.max_per_class=16", "data.test_max_per_class=4",
             "recipe.batch_size=8", "runtime.progress=false", *extra]
+
+
+CIFAR_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+
+
+def image_folder(base: Path, splits=("train", "test"), per_class: int = 4, empty=()) -> Path:
+    """A small ImageFolder tree of random 32 px JPEGs, base/<split>/<class>/NNNN.jpg; the (split, class)
+    folders in ``empty`` are made without images."""
+    rng = np.random.default_rng(0)
+    for split in splits:
+        for c in CIFAR_CLASSES:
+            d = base / split / c
+            d.mkdir(parents=True)
+            for i in range(0 if (split, c) in empty else per_class):
+                Image.fromarray(rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)).save(d / f"{i:04d}.jpg")
+    return base
 
 
 def subprocess_env(d: dict) -> dict:

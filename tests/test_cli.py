@@ -1,20 +1,31 @@
 """The command line: reproduce / list, skipping and resuming, bad input, smoke and dry runs, Hydra."""
+import io
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 import timm
 import torch
 from hydra import compose, initialize_config_dir
 
-from repro import records
+from repro import cli, records
 from repro.cli import main
+from repro.models import zoo
+from repro.report.__main__ import main as report_main
+from repro.report.build import invalid_records
 from repro.runs import ConfigError, known_papers, paper_runs, paper_scales, resolve
+from repro.train import preempt
 from repro.train.model import register_models
 
-from conftest import EXPERIMENTS, REPO, fast_args, subprocess_env, write_paper
+from conftest import EXPERIMENTS, PROBES, REPO, fast_args, image_folder, subprocess_env, write_paper
+from test_cluster import SIGNAL_HOOK, _signal_args
+from test_report import make_toy
 
 
 def snapshot(*roots):
@@ -117,21 +128,144 @@ BAD_INPUTS = [
     (["seeds=0"], "seeds=0: give a positive number of seeds"),
     (["shard=3", "num_shards=2"], "need 0 <= shard < num_shards"),
     (["data.name=nosuch"], "unknown dataset data.name='nosuch'"),
+    # issue #31: counts that must be positive (0 never means "no limit"), enumerations, unknown keys
+    (["data.max_per_class=0"], "data.max_per_class=0: give a whole number >= 1, or null"),
+    (["data.test_max_per_class=0"], "data.test_max_per_class=0: give a whole number >= 1, or null"),
+    (["data.test_limit=-1"], "data.test_limit=-1: give a whole number >= 1, or null"),
+    (["jobs=0"], "jobs=0: give a whole number >= 1"),
+    (["num_shards=0"], "num_shards=0: give a whole number >= 1"),
+    (["runtime.nproc_per_node=0"], "runtime.nproc_per_node=0: give a whole number >= 1, or auto"),
+    (["runtime.threads=0"], "runtime.threads=0: give a whole number >= 1, or null"),
+    (["runtime.amp=fp8"], "runtime.amp='fp8': use one of bf16, fp16, none"),
+    (["runtime.device=tpu"], "runtime.device='tpu': use auto, cpu, cuda or cuda:N"),
+    (["data.pipeline=foo"], "data.pipeline='foo': use one of tensor, loader, auto"),
+    (["recipe.epoch=3"], "unknown key recipe.epoch; did you mean recipe.epochs?"),
+    (["epochs=3"], "unknown key epochs; did you mean recipe.epochs?"),
+    (["data=folder", "data.pth=x"], "unknown key data.pth; did you mean data.path?"),
+    (["data=nosuch"], "unknown data=nosuch; use one of cifar10, cifar100, cifar10_jpeg, folder"),
+]
+
+# Rows that need a dataset on disk: (command line, error, how to make the data under the data root).
+BAD_DATA = [  # an empty class folder: on the code before issue #31 a 10-way head trained on 9 classes
+    (["data=cifar10_jpeg"], "/cifar10-jpeg/train/cat (1 of 10 classes in train/ have no image)",
+     lambda root: image_folder(root / "cifar10-jpeg", per_class=2, empty={("train", "cat")})),
+    (["data=folder", "data.path=tree"], "/tree/val/dog (1 of 10 classes in val/ have no image)",
+     lambda root: image_folder(root / "tree", ("train", "val"), per_class=2, empty={("val", "dog")})),
 ]
 
 
-@pytest.mark.parametrize("extra,message", BAD_INPUTS)
-def test_bad_input_is_one_line_exit_2_and_loses_nothing(dirs, capsys, monkeypatch, extra, message):
+@pytest.mark.parametrize("extra,message,make_data", [(*row, None) for row in BAD_INPUTS] + BAD_DATA)
+def test_bad_input_is_one_line_exit_2_and_loses_nothing(dirs, capsys, monkeypatch, extra, message, make_data):
     pid = dirs["pid"]
     assert main(["reproduce", *fast_args(pid, "tables=[table1]")]) == 0  # something already written
-    before = snapshot(dirs["results"], dirs["cache"] / "runs")
+    root = dirs["data"] / "root"  # missing unless the row makes its data
+    if make_data:
+        make_data(root)
+    before = snapshot(dirs["results"], dirs["cache"])
     capsys.readouterr()
-    monkeypatch.setenv("REPRO_DATA_DIR", str(dirs["data"] / "missing"))
+    monkeypatch.setenv("REPRO_DATA_DIR", str(root))
     keys = {e.partition("=")[0] for e in extra}
     args = [a for a in fast_args(pid) if a.partition("=")[0] not in keys] + extra
     err = one_line_error(capsys, main(["reproduce", *args]))
     assert message in err
-    assert snapshot(dirs["results"], dirs["cache"] / "runs") == before
+    assert snapshot(dirs["results"], dirs["cache"]) == before  # no record, checkpoint, lock or data cache
+
+
+def test_images_per_class_are_one_line_per_command(dirs, capsys):
+    image_folder(dirs["data"] / "cifar10-jpeg", per_class=3)
+    args = [a for a in fast_args(dirs["pid"], "tables=[table2]", "seeds=2") if not a.startswith("data")]
+    assert main(["reproduce", *args, "data=cifar10_jpeg", "data.test_max_per_class=2", "recipe.epochs=1"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("data: ") == 1  # four runs, one dataset
+    assert "data: cifar10_jpeg/train: 10 classes x 3 images; cifar10_jpeg/test: 10 classes x 2 images" in out
+
+
+def _stopped_line(capsys, code, expected_code=preempt.INTERRUPT_EXIT_CODE) -> str:
+    err = capsys.readouterr().err.strip()
+    assert code == expected_code, err
+    assert err.startswith("stopped: ") and "\n" not in err, err  # no traceback
+    return err
+
+
+def test_ctrl_c_checkpoints_releases_the_lock_and_says_how_to_resume(dirs, capsys, tmp_path):
+    """Ctrl-C (SIGINT) takes SIGTERM's path: checkpoint where the run is, lock released, exit 130."""
+    pid = dirs["pid"]
+    write_paper(dirs["papers"], pid, EXPERIMENTS, PROBES + SIGNAL_HOOK)
+    assert main(["reproduce", *fast_args(pid, "tables=[table1]")]) == 0  # something already written
+    before = snapshot(dirs["results"], dirs["cache"])
+    flag = tmp_path / "ctrl-c"
+    flag.touch()
+    args = _signal_args(pid, flag, "SIGINT")
+    capsys.readouterr()
+    err = _stopped_line(capsys, main(["reproduce", *args]))
+    assert err.startswith("stopped: SIGINT: table2-f100") and "checkpointed at step 5 (epoch 1" in err
+    assert err.endswith("run the same command again to resume it")
+    after = snapshot(dirs["results"], dirs["cache"])
+    assert {k: after.get(k) for k in before} == before  # nothing written before is lost or changed
+    (run,) = {Path(k).parent for k in set(after) - set(before)}  # only the interrupted run's folder is new
+    assert (run / "last.pt").exists() and not (run / "run.lock").exists()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Ctrl-C is Python's again
+    flag.unlink()
+    assert main(["reproduce", *args]) == 0 and f"resume {run.name}" in capsys.readouterr().out
+
+
+def test_a_second_ctrl_c_stops_at_once_in_one_line(dirs, capsys, monkeypatch):
+    """The first Ctrl-C asks for a checkpoint at the next check; a second (or one before any run) stops now."""
+    with preempt.on_signals():
+        os.kill(os.getpid(), signal.SIGINT)  # the first: stop at the next check, after a checkpoint
+        assert preempt.requested() and preempt.exit_code() == preempt.INTERRUPT_EXIT_CODE
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)  # the second: now
+            time.sleep(5)
+    with preempt.on_signals():  # clears the flag for the tests after this one
+        pass
+    pid = dirs["pid"]
+    assert main(["reproduce", *fast_args(pid, "tables=[table1]")]) == 0
+    before = snapshot(dirs["results"], dirs["cache"])
+    monkeypatch.setattr(cli, "validate", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))
+    capsys.readouterr()
+    err = _stopped_line(capsys, main(["reproduce", *fast_args(pid)]))
+    assert "run the same command again to resume" in err
+    assert snapshot(dirs["results"], dirs["cache"]) == before
+
+
+def test_report_names_each_invalid_record_and_stops_unless_allowed(tmp_path, capsys):
+    """python -m repro.report: one line per invalid record, exit 2 and nothing written; --allow-invalid builds
+    the reports without them. The committed records are all valid, so make report works as before."""
+    papers, results = make_toy(tmp_path)  # a truncated record and one naming a row paper.yaml lacks
+    args = ["--papers-dir", str(papers), "--results-dir", str(results), "--notebook", "none"]
+    before = snapshot(results)
+    assert report_main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(e.startswith("error: ") and e.endswith("--allow-invalid") for e in err)
+    assert "zz-corrupt.json: unreadable record" in err[0] and "record 'stray' (full): table 't' row 'f7'" in err[1]
+    assert snapshot(results) == before
+    assert report_main([*args, "--allow-invalid"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(e.startswith("skipped: ") for e in err)
+    assert (results / "toy" / "report.html").is_file()
+    assert invalid_records(REPO / "papers", REPO / "results") == []
+
+
+class Terminal(io.StringIO):
+    """stderr as a terminal would be."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bars_only_on_a_terminal(dirs, capsys, monkeypatch):
+    """Training and `make zoo` draw tqdm bars (carriage-return redraws) on a terminal, never into redirected output."""
+    args = [a for a in fast_args(dirs["pid"], "tables=[table2]") if not a.startswith("runtime.progress")]
+    args += ["runtime.progress=true", "recipe.epochs=1"]
+    assert main(["reproduce", *args]) == 0 and zoo.main(["--paper", "respostln"]) == 0
+    err = capsys.readouterr().err
+    assert "\r" not in err and "measuring the zoo" not in err
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert main(["reproduce", *args, "force=true"]) == 0 and zoo.main(["--paper", "respostln"]) == 0
+    drawn = terminal.getvalue()
+    assert "\r" in drawn and "table2-f50" in drawn and "measuring the zoo" in drawn and "3/3" in drawn
 
 
 def test_corrupt_record_stops_before_training(dirs, capsys):

@@ -334,7 +334,8 @@ def test_index_lists_papers_with_verdicts_and_broken_papers(tmp_path):
     papers, results = make_toy(tmp_path)
     (papers / "broken").mkdir()
     (papers / "broken" / "paper.yaml").write_text("id: broken\ntitle: [unclosed\n")
-    assert main(["--papers-dir", str(papers), "--results-dir", str(results), "--notebook", "none"]) == 1
+    assert main(["--papers-dir", str(papers), "--results-dir", str(results), "--notebook", "none",
+                 "--allow-invalid"]) == 1  # make_toy's invalid records are skipped; the broken paper fails
     index = (results / "index.html").read_text()
     assert 'href="toy/report.html"' in index and "inconclusive" in index and "m1_first" in index
     assert "broken" in index and "paper.yaml:3" in index  # the YAML error with its line, the other paper intact
@@ -482,7 +483,7 @@ def test_report_build_with_a_kernel_is_quiet(tmp_path):
         pytest.skip("ipykernel is not installed: the notebook is executed in-process instead")
     papers, results = make_toy(tmp_path)
     out = subprocess.run([sys.executable, "-m", "repro.report", "--paper", "toy", "--papers-dir", str(papers),
-                          "--results-dir", str(results), "--notebook", "kernel"], cwd=REPO,
+                          "--results-dir", str(results), "--notebook", "kernel", "--allow-invalid"], cwd=REPO,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "IPKernelApp" not in out.stderr and "WARNING" not in out.stderr, out.stderr[-2000:]

@@ -7,6 +7,7 @@ RepeatAugSampler. Samplers are seeded per epoch, so an epoch replays exactly aft
 """
 from __future__ import annotations
 
+import signal
 from typing import Iterator
 
 import numpy as np
@@ -51,9 +52,12 @@ def eval_transform(data: dict):
                             mean=tuple(data["mean"]), std=tuple(data["std"]))
 
 
-def _seed_numpy(worker_id: int) -> None:
+def _worker_init(worker_id: int) -> None:
     # timm's RandAugment draws ops with numpy: give each worker its own stream (torch seeds it).
     np.random.seed(torch.initial_seed() % 2**32)
+    # Ctrl-C reaches the whole process group: a worker that died of it would crash the run; the main
+    # process alone decides when to stop (repro/train/preempt.py), and ends the workers itself.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 class ImageTrainLoader:
@@ -77,7 +81,7 @@ class ImageTrainLoader:
     def epoch(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         self.sampler.set_epoch(epoch)
         loader = DataLoader(self.dataset, batch_size=self.batch_size, sampler=self.sampler,
-                            num_workers=self.num_workers, drop_last=True, worker_init_fn=_seed_numpy,
+                            num_workers=self.num_workers, drop_last=True, worker_init_fn=_worker_init,
                             pin_memory=self.device.type == "cuda",
                             generator=torch.Generator().manual_seed(
                                 1_000_003 * self.seed + 7919 * epoch + self.rank))
@@ -91,7 +95,7 @@ class ImageEvalLoader:
         dataset = SplitDataset(split, eval_transform(data))
         self.loader = DataLoader(torch.utils.data.Subset(dataset, range(rank, len(dataset), world)),
                                  batch_size=batch_size, shuffle=False, num_workers=num_workers,
-                                 pin_memory=torch.device(device).type == "cuda")
+                                 worker_init_fn=_worker_init, pin_memory=torch.device(device).type == "cuda")
         self.device = torch.device(device)
 
     def batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:

@@ -25,6 +25,11 @@ class DataError(FileNotFoundError):
     """A dataset that is not where the config says (one line: path, expected layout, remedy)."""
 
 
+class EmptyClassError(DataError):
+    """A class folder without images: the run would train a head with a class it never sees. Unlike a missing
+    dataset, no synthetic stand-in replaces it (smoke mode): the dataset is there, and wrong."""
+
+
 def data_root() -> Path:
     """``REPRO_DATA_DIR`` or ``./data``."""
     return Path(os.environ.get("REPRO_DATA_DIR") or "data")  # set but empty: the default too
@@ -98,6 +103,12 @@ def _folder_split(name: str, split_dir: Path) -> Split:
     if not files:
         raise DataError(f"no images in {split_dir.resolve()}; expected <class>/<image> files with "
                         f"extensions {', '.join(IMG_EXTENSIONS)}")
+    present = set(labels)
+    empty = [cls for c, cls in enumerate(classes) if c not in present]
+    if empty:
+        raise EmptyClassError(f"empty class folder {(split_dir / empty[0]).resolve()} ({len(empty)} of "
+                              f"{len(classes)} classes in {split_dir.name}/ have no image); add its images, or "
+                              f"remove the class from every split")
     return Split(name=name, labels=labels, classes=classes, files=files)
 
 
@@ -171,7 +182,7 @@ def open_split(cfg: dict, split: str) -> Split:
         else:
             s = _locate(cfg, split)
     except DataError as e:
-        if not cfg.get("allow_synthetic"):
+        if not cfg.get("allow_synthetic") or isinstance(e, EmptyClassError):
             raise
         s = _synthetic(cfg, split)
         s.name = f"synthetic/{split} (stand-in: {str(e).split(';')[0]})"

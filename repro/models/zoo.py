@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         known = sorted({r["paper"] for r in load_rows()})
         print(f"error: no zoo rows for paper {args.paper!r}; papers with rows: {', '.join(known)}", file=sys.stderr)
         return 2
-    for r in tqdm(rows, desc="measuring the zoo", unit="model", file=sys.stderr, dynamic_ncols=True):
+    # a bar only on a terminal (disable=None): redirected, its \r redraws would fill the log
+    for r in tqdm(rows, desc="measuring the zoo", unit="model", file=sys.stderr, dynamic_ncols=True, disable=None):
         m = r["measured"] = measure_row(r)
         table.append([r["paper"], r["row"], r["model"], r["res"], f"{m['heads']} / {r.get('heads', '-')}",
                       f"{m['dim']} / {r.get('dim', '-')}",

@@ -1,4 +1,6 @@
-"""`python -m repro.report [--paper ID ...]`: rebuild reports from records only, then results/index.html."""
+"""`python -m repro.report [--paper ID ...] [--allow-invalid]`: rebuild reports from records only, then
+results/index.html. An invalid record (unreadable, or naming no cell of the paper) is one line on stderr and
+stops the build (exit 2, nothing written) unless --allow-invalid builds the reports without it."""
 from __future__ import annotations
 
 import argparse
@@ -7,7 +9,7 @@ import time
 from pathlib import Path
 
 from repro.records import results_root
-from repro.report.build import UnknownPaper, build_all
+from repro.report.build import UnknownPaper, build_all, invalid_records
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -17,10 +19,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results-dir", type=Path, default=None, help="default: $REPRO_RESULTS_DIR or ./results")
     ap.add_argument("--notebook", choices=("auto", "kernel", "inline", "none"), default="auto",
                     help="how to execute the exploration notebook (auto: a Jupyter kernel when installed)")
+    ap.add_argument("--allow-invalid", action="store_true",
+                    help="build the reports without the invalid records (each still named on stderr)")
     args = ap.parse_args(argv)
     start = time.perf_counter()
+    results = args.results_dir or results_root()
     try:
-        written, errors = build_all(args.papers_dir, args.results_dir or results_root(), args.paper,
+        invalid = invalid_records(args.papers_dir, results, args.paper)
+        for line in invalid:
+            print(f"skipped: {line}" if args.allow_invalid else
+                  f"error: {line}; to build the reports without it: --allow-invalid", file=sys.stderr)
+        if invalid and not args.allow_invalid:
+            return 2
+        written, errors = build_all(args.papers_dir, results, args.paper,
                                     None if args.notebook == "none" else args.notebook)
     except UnknownPaper as e:
         print(f"error: {e}", file=sys.stderr)

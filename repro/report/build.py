@@ -14,7 +14,7 @@ from pathlib import Path
 from repro.records import atomic_write_bytes, load_records
 from repro.report import figures, html, markdown, notebook
 from repro.report.assess import Assessment, assess
-from repro.report.compare import CITED, Comparison
+from repro.report.compare import CITED, Comparison, index_records
 from repro.report.provenance import commits
 from repro.report.summary import claim_entry
 from repro.report.tally import headline, headline_text, tally
@@ -202,17 +202,37 @@ def build_index(papers_dir: Path = Path("papers"), results_dir: Path = Path("res
     return _write(results_dir / "index.html", html.render_index(entries))
 
 
-def build_all(papers_dir: Path = Path("papers"), results_dir: Path = Path("results"),
-              only: list[str] | None = None, notebook_execute: str | None = "auto") -> tuple[list[Path], dict]:
-    """Build the given papers (all with a paper.yaml by default) and the index; errors per paper."""
+def _papers(papers_dir: Path, only: list[str] | None) -> list[str]:
+    """The given paper ids (all with a paper.yaml by default); UnknownPaper for one without."""
     known = paper_ids(papers_dir)
     for pid in only or []:
         if pid not in known:
             raise UnknownPaper(pid, known)
+    return only or known
+
+
+def invalid_records(papers_dir: Path = Path("papers"), results_dir: Path = Path("results"),
+                    only: list[str] | None = None) -> list[str]:
+    """One line per record a report would skip: unreadable, or naming no cell of its paper.yaml. A paper
+    whose paper.yaml cannot be read is left to build_all, which reports it."""
+    lines = []
+    for pid in _papers(papers_dir, only):
+        try:
+            paper = load_paper(Path(papers_dir) / pid / "paper.yaml")
+        except SpecError:
+            continue
+        records, bad = load_records(pid, root=results_dir)
+        lines += [str(e) for e in bad] + [p.removesuffix("; ignored") for p in index_records(paper, records)[1]]
+    return [" ".join(line.split()) for line in lines]
+
+
+def build_all(papers_dir: Path = Path("papers"), results_dir: Path = Path("results"),
+              only: list[str] | None = None, notebook_execute: str | None = "auto") -> tuple[list[Path], dict]:
+    """Build the given papers (all with a paper.yaml by default) and the index; errors per paper."""
     written, errors = [], {}
     session = notebook.kernel_session() if notebook_execute in ("auto", "kernel") else contextlib.nullcontext()
     with session as km:
-        for pid in only or known:
+        for pid in _papers(papers_dir, only):
             try:
                 written += build_report(pid, papers_dir, results_dir, notebook_execute, kernel=km)
             except SpecError as e:

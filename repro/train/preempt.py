@@ -1,10 +1,11 @@
-"""SIGTERM stops a run cleanly: checkpoint where it is, release its lock, exit so that a rerun resumes.
+"""SIGTERM and Ctrl-C stop a run cleanly: checkpoint where it is, release its lock, exit so that a rerun resumes.
 
 SLURM sends SIGTERM before it preempts or requeues a job (and at its time limit), torchrun forwards it
-to every rank, ``kill`` sends it by default. The handler only sets a flag; the training loop looks at
-it where it already checks the loss (every ``runtime.check_every`` steps, all ranks agreeing),
+to every rank, ``kill`` sends it by default; Ctrl-C sends SIGINT. The handler only sets a flag; the
+training loop looks at it where it already checks the loss (every ``runtime.check_every`` steps, all ranks agreeing),
 checkpoints mid-epoch (the batches done so far are skipped, not repeated, on resume) and raises
-``Preempted``, which unwinds through the run's lock.
+``Preempted``, which unwinds through the run's lock. A second Ctrl-C raises KeyboardInterrupt at once
+(no new checkpoint: the run resumes from its last one).
 
 Under Hydra's submitit launcher, submitit asks SLURM for SIGUSR2 shortly before the time limit and
 requeues the job from its own handler. That signal is caught the same way, and submitit's handler is
@@ -19,18 +20,19 @@ import threading
 from contextlib import contextmanager
 
 EXIT_CODE = 128 + signal.SIGTERM  # what a shell reports for a process ended by SIGTERM
+INTERRUPT_EXIT_CODE = 128 + signal.SIGINT  # ... and by Ctrl-C (130)
 REQUEUE_SIGNAL = signal.SIGUSR2   # submitit's default (its handler requeues the job)
 
 _received: int | None = None      # the signal that asked us to stop, if any
 
 
 class Preempted(BaseException):
-    """A run stopped on SIGTERM after its checkpoint was written. A BaseException, as KeyboardInterrupt:
+    """A run stopped on SIGTERM or Ctrl-C after its checkpoint was written. A BaseException, as KeyboardInterrupt:
     no ``except Exception`` records it as a failed run."""
 
 
 def requested() -> bool:
-    """Whether SIGTERM (or submitit's requeue signal) arrived since ``on_sigterm`` was entered."""
+    """Whether SIGTERM, SIGINT (or submitit's requeue signal) arrived since ``on_signals`` was entered."""
     return _received is not None
 
 
@@ -39,22 +41,29 @@ def cause() -> str | None:
     return None if _received is None else signal.Signals(_received).name
 
 
+def exit_code() -> int:
+    """130 after Ctrl-C, else 143 (SIGTERM, and submitit's requeue signal, as before)."""
+    return INTERRUPT_EXIT_CODE if _received == signal.SIGINT else EXIT_CODE
+
+
 def _handler(signum, frame) -> None:
     global _received
+    if signum == signal.SIGINT and _received == signal.SIGINT:
+        raise KeyboardInterrupt  # Ctrl-C twice: stop now, from the last checkpoint
     _received = signum
 
 
 @contextmanager
-def on_sigterm():
-    """Within the block SIGTERM sets the flag instead of ending the process (main thread only: signal
-    handlers can be set nowhere else; in another thread the block changes nothing). SIGUSR2 too where a
-    handler for it exists (submitit's), which is called on the way out once the run is checkpointed."""
+def on_signals():
+    """Within the block SIGTERM and SIGINT set the flag instead of ending the process (main thread only:
+    signal handlers can be set nowhere else; in another thread the block changes nothing). SIGUSR2 too
+    where a handler for it exists (submitit's), which is called on the way out once the run is checkpointed."""
     global _received
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     _received = None
-    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, _handler)}
+    previous = {signum: signal.signal(signum, _handler) for signum in (signal.SIGTERM, signal.SIGINT)}
     if callable(signal.getsignal(REQUEUE_SIGNAL)):
         previous[REQUEUE_SIGNAL] = signal.signal(REQUEUE_SIGNAL, _handler)
     try:
@@ -69,8 +78,8 @@ def on_sigterm():
 
 
 def wait(proc: subprocess.Popen) -> int:
-    """A child process's exit code; SIGTERM to this process is passed on to it (it checkpoints and exits),
-    for a parent that starts the runs in children (``jobs=N``, torchrun)."""
+    """A child process's exit code; SIGTERM or Ctrl-C to this process is passed on to it as SIGTERM (it
+    checkpoints and exits), for a parent that starts the runs in children (``jobs=N``, torchrun)."""
     while True:
         try:
             return proc.wait(timeout=1)
