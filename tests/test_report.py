@@ -571,3 +571,46 @@ def test_report_index_and_notebook_built_from_the_records_agree_on_every_verdict
     for (claim, scale), verdict in expected.items():
         label = next(c["label"] for c in summary["claims"] if (c["id"], c["scale"] or "none") == (claim, scale))
         assert re.search(rf"^\| {claim} +\|.*\| {re.escape(label)} · {scale} +\|", markdown, re.M | re.I), (claim, scale)
+
+
+def _overlap(a, b) -> bool:
+    return a.x0 < b.x1 - 1 and b.x0 < a.x1 - 1 and a.y0 < b.y1 - 1 and b.y0 < a.y1 - 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("paper", ["convit", "cmhsa", "oversmoothing", "augvit", "respostln"])
+def test_committed_figures_show_their_whole_text(paper):
+    """Every figure drawn from the committed records: the title holds the whole caption, the title clears the
+    legend and the axes, the y label is no taller than its axes, and the committed PNG has the extent of the
+    tight box around every artist (so nothing of the text is cut from the saved file)."""
+    from PIL import Image
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from repro.report import figures
+    from repro.report.assess import assess
+
+    spec = load_paper(REPO / "papers" / paper / "paper.yaml")
+    records, bad = load_records(paper, root=REPO / "results")
+    cmp = assess(spec, records, bad).cmp
+    drawn = 0
+    for fig in spec.figures:
+        for scale in cmp.scales:
+            mpl = figures.draw(cmp, fig, scale)
+            if mpl is None:
+                continue
+            drawn += 1
+            mpl.set_dpi(110)  # the saved PNG's resolution
+            renderer = FigureCanvasAgg(mpl).get_renderer()
+            mpl.draw(renderer)
+            ax = mpl.axes[0]
+            title = ax.title.get_window_extent(renderer)
+            assert " ".join(fig.caption.split()) in " ".join(ax.get_title().split()), fig.id
+            assert not _overlap(title, ax.get_window_extent(renderer)), (fig.id, scale)
+            if ax.get_legend():
+                assert not _overlap(title, ax.get_legend().get_window_extent(renderer)), (fig.id, scale)
+            assert ax.yaxis.label.get_window_extent(renderer).height <= ax.get_window_extent(renderer).height
+            png = REPO / "results" / paper / "figures" / f"{fig.id}-{scale}.png"
+            box = mpl.get_tightbbox(renderer)  # inches; saved with bbox_inches="tight" at 110 dpi (+ padding)
+            width, height = Image.open(png).size
+            assert abs(width - (box.width + 0.2) * 110) <= 3 and abs(height - (box.height + 0.2) * 110) <= 3, png
+    assert drawn

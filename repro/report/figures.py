@@ -150,7 +150,7 @@ def _finish(ax, fig: Figure, title: str) -> None:
     if fig.y_scale == "log":  # e.g. a collapse to 1e-8 next to values near 1
         ax.set_yscale("log")
     _references(ax, fig)
-    ax.set_ylabel("\n".join(textwrap.wrap(fig.y_label, 48)))
+    ax.set_ylabel("\n".join(textwrap.wrap(fig.y_label, 40)))  # no taller than the axes
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:  # beside the axes, never over the data
