@@ -54,6 +54,10 @@ def check_recipe(recipe: dict) -> None:
     for key in PROBABILITY:
         if key in recipe and not 0 <= _number(key, recipe[key]) <= 1:
             raise ConfigError(f"recipe.{key}={recipe[key]!r}: give a probability in [0, 1]")
+    warmup = recipe.get("warmup_epochs") or 0
+    if recipe.get("step_on_epochs", True) and warmup != int(warmup):
+        raise ConfigError(f"recipe.warmup_epochs={warmup!r}: a schedule stepped per epoch warms up whole epochs;"
+                          " give a whole number, or recipe.step_on_epochs=false for a fraction")
     steps = recipe.get("max_steps")
     if steps is not None and (_number("max_steps", steps) < 1 or steps != int(steps)):
         raise ConfigError(f"recipe.max_steps={steps!r}: give a whole number >= 1, or null for no limit")

@@ -122,6 +122,7 @@ BAD_INPUTS = [
     (["recipe.drop_path=-0.1"], "recipe.drop_path=-0.1"),
     (["recipe.weight_decay=-1"], "recipe.weight_decay=-1: give a number >= 0"),
     (["recipe.warmup_epochs=-1"], "recipe.warmup_epochs=-1: give a number >= 0"),
+    (["recipe.warmup_epochs=0.5", "recipe.step_on_epochs=true"], "recipe.warmup_epochs=0.5: a schedule stepped per epoch warms up whole epochs"),
     (["recipe.max_steps=0"], "recipe.max_steps=0: give a whole number >= 1"),
     (["recipe.lr_base_batch=0"], "recipe.lr_base_batch=0: give a number > 0"),
     (["tables=[table2"], "cannot parse the command line"),

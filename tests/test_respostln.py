@@ -172,7 +172,8 @@ def test_theorem4_probe_fits_and_log2_arrays():
 def test_paper_yaml_has_no_problems():
     paper = load_paper(PAPER_YAML)
     assert paper.problems == []
-    assert {t.id for t in paper.tables} == {"table1", "lemma1", "theorem4", "stability", "compression_search"}
+    assert {t.id for t in paper.tables} == {"table1", "lemma1", "theorem4", "stability", "stability_d12",
+                                            "stability_d24", "compression_search"}
     assert not paper.table("compression_search").reproduced
     # the bound printed as the paper value of the lemma1 cells is Lemma 1's formula
     lem = paper.table("lemma1")
@@ -202,9 +203,11 @@ def test_runs_fill_cells_of_paper_yaml(scale):
             assert timm.is_model(s.config["model"]["name"])
     # every measured cell of every reproduced table is filled by some run
     filled = {(s.table, s.cell["row"], c) for s in specs for c in s.cell["columns"]}
+    grid_tables = {"stability_d12", "stability_d24"}  # cpu only (test below); the other scales: one lr
     for t in paper.tables:
-        if t.reproduced:
+        if t.reproduced and t.id not in grid_tables:
             assert {(t.id, r.key, c.key) for r in t.rows for c in t.columns} <= filled, t.id
+    assert not any(s.table in grid_tables for s in specs)
     train = [s for s in specs if s.kind == "train"]
     assert len(train) == 6 * ex.STABILITY[scale]["seeds"]
     warm = {next(iter(s.cell["columns"])): s.config["recipe"]["warmup_epochs"] for s in train}
@@ -212,6 +215,37 @@ def test_runs_fill_cells_of_paper_yaml(scale):
     # a probe seed is in its arguments (the probe sees only the config) and changes the run id
     t4 = [s for s in specs if s.table == "theorem4" and s.cell["row"] == "res_post_ln"]
     assert [s.config["probe_args"]["seed"] for s in t4] == list(range(ex.PROBES[scale]["seeds"]))
+
+
+def test_cpu_grid_fills_every_cell_and_varies_only_lr_warmup_placement_and_depth():
+    """cpu (issue #28): 3 placements x 4 learning rates x {no warm-up, 10 % of the updates} at depth 12 and
+    24, 3 seeds: 144 trainings that differ from each other only in those four settings and the seed."""
+    import repro.models  # noqa: F401
+
+    paper = load_paper(PAPER_YAML)
+    specs = ex.runs("cpu")
+    check_unique(specs)
+    train = [s for s in specs if s.kind == "train"]
+    assert len(train) == 3 * 4 * 2 * 2 * 3 and {s.table for s in train} == {"stability_d12", "stability_d24"}
+    filled = {(s.table, s.cell["row"], c) for s in train for c in s.cell["columns"]}
+    for depth in (12, 24):
+        t = paper.table(f"stability_d{depth}")
+        assert {(t.id, r.key, c.key) for r in t.rows for c in t.columns} == {x for x in filled if x[0] == t.id}
+    for s in train:
+        r, kw = s.config["recipe"], s.config["model"]["kwargs"]
+        row = paper.table(s.table).row(s.cell["row"])
+        assert r["lr"] == row.x and kw["depth"] == int(s.table.removeprefix("stability_d"))
+        assert kw["norm"] in ex.NORMS and s.cell["columns"] == {s.name: "top1"}
+        assert r["warmup_epochs"] == (pytest.approx(0.2) if s.name.endswith("_warm") else 0)
+    base = {k: v for k, v in train[0].config["recipe"].items() if k not in ("lr", "warmup_epochs")}
+    assert all({k: v for k, v in s.config["recipe"].items() if k not in ("lr", "warmup_epochs")} == base
+               for s in train)
+    assert {tuple(sorted(set(s.config["model"]["kwargs"]) - {"depth", "norm"})) for s in train} == {
+        ("embed_dim", "num_heads", "patch_size")}
+    # every claim judged at cpu reads the grid, and needs the grid's own precondition
+    for claim_id in ex.RESOLVES["cpu"]:
+        claim = next(c for c in paper.claims if c.id == claim_id)
+        assert claim.table.startswith("stability_d") and claim.requires == [f"{claim.table.replace('stability_', 'grid_')}_post_ln_fails_without_warmup"]
 
 
 def test_seeds_override_applies_to_probes_and_training():

@@ -40,6 +40,26 @@ def test_deit_lr_rule_and_fraction_epochs():
     assert run_epochs({"epochs": 300, "scale_epochs_with_fraction": False}, {"fraction": 0.3}) == 300
 
 
+def test_a_fractional_warm_up_is_that_share_of_the_updates():
+    """warmup_epochs=0.2 of a 2-epoch run stepped per update: the lr climbs for 10 % of the updates (4 of
+    40), peaks there and only falls after; 0.25 epochs of 10 updates round to 2 (2.5 is even-rounded)."""
+    import timm
+    model = timm.create_model("vit_tiny_patch16_224", img_size=32, patch_size=8, depth=1, embed_dim=32,
+                              num_heads=2, num_classes=10)
+    recipe = {"opt": "adamw", "lr": 1e-3, "sched": "cosine", "warmup_epochs": 0.2, "warmup_lr": 1e-6,
+              "min_lr": 0.0, "step_on_epochs": False}
+    for warmup, peak in ((0.2, 4), (0.25, 2)):
+        opt = build_optimizer(model, recipe)
+        sched = build_scheduler(opt, {**recipe, "warmup_epochs": warmup}, epochs=2, steps_per_epoch=20 if warmup == 0.2 else 10)
+        lrs = []
+        for step in range(12):
+            sched.step_update(num_updates=step)
+            lrs.append(opt.param_groups[0]["lr"])
+        assert lrs[0] == pytest.approx(1e-6)
+        assert all(a < b for a, b in zip(lrs[:peak], lrs[1:peak + 1])) and lrs[peak] == max(lrs)
+        assert all(a >= b for a, b in zip(lrs[peak:], lrs[peak + 1:]))
+
+
 def test_optimizer_scheduler_mixup_criterion_from_config():
     import timm
     model = timm.create_model("vit_tiny_patch16_224", img_size=32, patch_size=8, depth=1, embed_dim=32,

@@ -53,10 +53,17 @@ def build_optimizer(model: torch.nn.Module, recipe: dict,
 
 
 def build_scheduler(optimizer, recipe: dict, epochs: int, steps_per_epoch: int):
-    """timm scheduler; ``recipe.step_on_epochs`` true steps once per epoch as DeiT, false per update."""
+    """timm scheduler; ``recipe.step_on_epochs`` true steps once per epoch as DeiT, false per update.
+
+    Stepped per update, the warm-up may be a fraction of an epoch (0.2 of a 2-epoch run = 10 % of its
+    steps), rounded to whole updates; stepped per epoch it is whole epochs.
+    """
+    per_update = not recipe.get("step_on_epochs", True)
+    warmup = float(recipe.get("warmup_epochs", 0) or 0)
+    warmup = round(warmup * steps_per_epoch) / steps_per_epoch if per_update and steps_per_epoch else int(warmup)
     scheduler, _ = create_scheduler_v2(
         optimizer, sched=recipe.get("sched", "cosine"), num_epochs=epochs,
-        warmup_epochs=int(recipe.get("warmup_epochs", 0)), warmup_lr=float(recipe.get("warmup_lr", 1e-6)),
+        warmup_epochs=warmup, warmup_lr=float(recipe.get("warmup_lr", 1e-6)),
         min_lr=float(recipe.get("min_lr", 0.0)), cooldown_epochs=int(recipe.get("cooldown_epochs", 0)),
         decay_rate=float(recipe.get("decay_rate", 0.1)),
         step_on_epochs=bool(recipe.get("step_on_epochs", True)), updates_per_epoch=steps_per_epoch)
