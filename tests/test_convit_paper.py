@@ -61,7 +61,10 @@ def test_scale_protocols():
     tiny, small, full = (experiments.runs(s) for s in ("tiny", "small", "full"))
     t2_small = [s for s in small if s.table == "table2"]
     assert len(t2_small) == 5 * 2 * 3 and {s.seed for s in t2_small} == {0, 1, 2}
-    assert {s.config["model"]["name"] for s in t2_small} == {"repro_deit_tiny_c32", "repro_convit_tiny_c32"}
+    assert {s.config["model"]["name"] for s in t2_small} == {"repro_deit_tiny_c32", "repro_convit_tiny9_c32"}
+    built = {s.name: timm.create_model(s.config["model"]["name"], **s.config["model"]["kwargs"]) for s in t2_small}
+    shape = {name: (m.blocks[0].attn.num_heads, m.embed_dim, len(m.blocks)) for name, m in built.items()}
+    assert shape == {"deit": (6, 192, 12), "convit": (9, 216, 12)}  # the paper's 6 / 9 heads, 384 / 432 widths
     # full: the 12 Table 1 models trained, "+" models at lr 4e-4 and batch 512; Table 3 on S+
     t1_full = {s.cell["row"]: s for s in full if s.table == "table1" and s.kind == "train"}
     assert len(t1_full) == 12

@@ -23,8 +23,11 @@ Scales (protocol and every deviation from the paper: papers/convit/README.md):
          layer counts as shares of the depth (3 GPSA layers of 4 stand for 10 of 12; Fig. 8's 0/3/6/9
          of 12 become 0/1/2/3 of 4; Table 6's k = 3/5/10 of 10 become 1/2/3 of 3). Speed at batch 1
          on one CPU thread.
-- small: one GPU. The whole CIFAR-10 training set at 32 px, DeiT-Ti / ConViT-Ti with patch 4 (depth
-         12, 5.5M parameters each), 20 epochs at f = 1, 3 seeds; speed at batch 128.
+- small: one GPU. The whole CIFAR-10 training set at 32 px, depth 12 and patch 4, the paper's Table 2
+         structure at Ti width: ConViT with 9 heads of width 24 (width 216, 3x3 init, 10 GPSA layers)
+         against DeiT with 6 heads of width 32 (width 192), the paper's head counts and its 432 / 384
+         width ratio; 20 epochs at f = 1, 3 seeds; speed at batch 128. (Until 2026-11-25 the Ti pair,
+         3 / 4 heads: ConViT's 2x2 init on half-integer offsets, not the paper's ConViT-S.)
 - cpu:   the 2-core CPU, about 8 hours (a campaign that spans sessions). All of CIFAR-10 (JPEG copy)
          and its 10,000 test images at 32 px; the paper's Table 2 structure shrunk to depth 6 and patch
          4: ConViT with 9 heads of width 12 (width 108, a 3x3 convolutional init, 5 GPSA layers of 6
@@ -98,8 +101,9 @@ PROTOCOL = {
         "table3_rows": (), "table1_probes": False, "figure8": False,
         "table6_k": {"k3": 2, "k5": 3, "k10": 5},
     },
-    "small": {
-        "pair": {"deit": ("repro_deit_tiny_c32", {}), "convit": ("repro_convit_tiny_c32", {})},
+    "small": {  # ConViT-S / DeiT-S structure at Ti width: 9 heads of 24 (3x3 init) vs 6 heads of 32
+        "pair": {"deit": ("repro_deit_tiny_c32", {"num_heads": 6}),
+                 "convit": ("repro_convit_tiny9_c32", {"embed_dim": 216})},
         "gpsa_layers": 10, "epochs": 20, "seeds": 3, "data": {}, "recipe": {},
         "fig8_gpsa": {"g0": 0, "g3": 3, "g6": 6, "g9": 9}, "table6_k": {"k3": 3, "k5": 5, "k10": 10},
         "speed": {"batch": 128, "steps": 10, "warmup": 3},
