@@ -210,6 +210,21 @@ def test_summary_json_carries_numbers_preconditions_and_holm(tmp_path):
     assert claims["small_gain"]["resolvability"] == "not resolvable"  # the paper's +0.5: a statement on the design
 
 
+def test_a_comparison_short_of_three_seeds_gives_its_effect_and_n_and_no_test(tmp_path):
+    """A campaign committed as it runs: one seed a side is inconclusive, leaning, with n = [1, 1] in
+    summary.json and no interval or p (no test is made on fewer than 3 seeds)."""
+    (tmp_path / "papers" / "rp").mkdir(parents=True)
+    (tmp_path / "papers" / "rp" / "paper.yaml").write_text(PAPER)
+    _records(tmp_path / "results", {("r1", "top1"): [61.0], ("r2", "top1"): [50.0]})
+    build_report("rp", papers_dir=tmp_path / "papers", results_dir=tmp_path / "results", notebook_execute=None)
+    s = json.loads((tmp_path / "results" / "rp" / "summary.json").read_text())
+    c = {c["id"]: c for c in s["claims"]}["small_gain"]
+    (cmp,) = c["comparisons"]
+    assert c["verdict"] == INCONCLUSIVE and cmp["method"] == "lean" and cmp["n"] == [1, 1]
+    assert cmp["effect"] == pytest.approx(11.0) and cmp["ci95"] is None and cmp["p_holds"] is None
+    assert "n=1 vs 1 < 3 seeds" in cmp["statistic"]
+
+
 PAPERS = ("convit", "cmhsa", "oversmoothing", "augvit", "respostln")
 
 

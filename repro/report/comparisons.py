@@ -47,6 +47,7 @@ class Check:
     tests: list[Test] = field(default_factory=list)  # one per compared element (per block of a curve)
     paper_effect: float | None = None  # the same difference on the paper's printed numbers
     below_mde: bool = False          # resolved, but the effect is smaller than the comparison resolves
+    n: tuple | None = None           # runs per side where no test was made (fewer than MIN_SEEDS)
 
 
 @dataclass
@@ -204,7 +205,7 @@ def _greater(lhs: Ref, rhs: Ref, a: list, b: list, claim: Claim, exact: bool, bi
         res = f"resolvable ≥ {_fmt(mde)} ({basis})" if mde is not None else basis
         return Check(lhs, rhs, ">", INCONCLUSIVE,
                      f"{_fmt(ma)} vs {_fmt(mb)}{_margin(claim)}: effect {effect:+.3g}, {res}; leans "
-                     f"{_lean(effect)}, n={len(a)} vs {nb} < {MIN_SEEDS} seeds", "lean", effect, mde)
+                     f"{_lean(effect)}, n={len(a)} vs {nb} < {MIN_SEEDS} seeds", "lean", effect, mde, n=(len(a), nb))
     test = compare_means(a, b, rhs.const is not None, claim.alpha, claim.margin, binomial)
     method = {"Welch t": "welch", "one-sample t": "t1samp"}.get(test.name, "exact")
     return Check(lhs, rhs, ">", INCONCLUSIVE, "", method, effect, test.mde, [test])

@@ -23,7 +23,7 @@ def check_entry(c: Check) -> dict:
             "p_holds": _num(getattr(t, ok)) if t else None, "p_fails": _num(getattr(t, bad)) if t else None,
             "p_holds_holm": _num(getattr(t, ok + "_adj")) if t else None,
             "p_fails_holm": _num(getattr(t, bad + "_adj")) if t else None,
-            "n": list(t.n) if t else None, "resolvable_effect": _num(c.resolvable),
+            "n": list(t.n) if t else (list(c.n) if c.n else None), "resolvable_effect": _num(c.resolvable),
             "paper_effect": _num(c.paper_effect), "below_resolvable": c.below_mde,
             "elements": len(c.tests) or None, "statistic": c.statistic}
 
