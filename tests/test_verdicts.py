@@ -262,7 +262,10 @@ def test_committed_reports_judge_no_training_claim_at_tiny():
     for pid in PAPERS:
         s = json.loads((REPO / "results" / pid / "summary.json").read_text())
         tiny = [c for c in s["claims"] if c["scale"] == "tiny" and c["evidence"] == "training"]
-        assert tiny and all(c["verdict"] == "smoke" for c in tiny), pid
+        # smoke where tiny has runs for the claim's table; "not designed" where it has none (respostln's
+        # cpu-only grid): judged in neither case
+        assert any(c["verdict"] == "smoke" for c in tiny), pid
+        assert all(c["verdict"] in ("smoke", "not designed") for c in tiny), pid
         assert (REPO / "results" / pid / "cells.csv").is_file()
         cells = [c for c in s["cells"] if c["delta"] is not None]
         assert all(c["like_for_like"] for c in cells), pid
