@@ -107,6 +107,17 @@ def test_a_claim_whose_precondition_is_not_met_is_outside_the_regime_and_not_tal
     assert h["fail"] == 0 and h["outside_regime"] == 1 and "1 outside the paper's regime" in headline_text(h)
 
 
+def test_a_precondition_not_yet_resolved_leaves_the_claim_inconclusive_not_outside(tmp_path):
+    """One seed a side (a campaign committed as it runs): the precondition is inconclusive, so the claim is
+    neither judged in the regime nor outside it; its comparisons are kept as the result."""
+    one_seed = {("base10", "top1"): [48.0], ("base100", "top1"): [70.0], ("ours10", "top1"): [59.0]}
+    _, v = _verdicts(tmp_path, one_seed)
+    claim = v["ahead_low_data"]
+    assert claim.preconditions[0].verdict == INCONCLUSIVE
+    assert claim.verdict == INCONCLUSIVE and claim.result == INCONCLUSIVE
+    assert claim.statistic.startswith("the paper's regime not yet resolved: pre_limited inconclusive")
+
+
 def test_a_paper_effect_below_what_the_scale_resolves_is_not_resolvable(tmp_path):
     # the paper's R1 - R2 is +0.5; three noisy seeds resolve only several points
     _, v = _verdicts(tmp_path, {("r1", "top1"): [60.0, 63.0, 57.5], ("r2", "top1"): [59.5, 62.0, 58.0]})

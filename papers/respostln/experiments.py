@@ -16,7 +16,7 @@ Scales (protocol and deviations: papers/respostln/README.md):
 - tiny:  probes on a reduced grid (L 6-48, d 64-256, 4 samples; Lemma 1 at every d up to 512, L = 48);
          training: 12 blocks of width 64 (2 heads, patch 8) on 250 CIFAR-10 images per class for 3 epochs
          at lr 1e-2, augmentation off. CPU seconds for the probes, ~2 CPU minutes for training.
-- cpu:   the 2-core CPU in about 5.5 hours (a campaign that spans sessions). Probes as small. Training:
+- cpu:   the 2-core CPU in about 3.5 hours (a campaign that spans sessions). Probes as small. Training:
          tiny's narrow model (width 64, 2 heads, patch 8, augmentation off) at depth 12 and 24, on all of
          CIFAR-10 (JPEG q75) and its 10,000 test images for 2 epochs, at lr 1e-3, 3e-3, 5e-3 and 1e-2,
          each without warm-up and with a warm-up of 10 % of the updates, 3 seeds, two runs at a time (144

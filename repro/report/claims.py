@@ -148,7 +148,9 @@ def _control(cmp: Comparison, v: Verdict) -> None:
 
 
 def _regime(v: Verdict, pre: dict) -> None:
-    """Outside the paper's regime when a precondition the claim requires is not met at this scale."""
+    """Outside the paper's regime when a precondition the claim requires fails at this scale; inconclusive
+    while one is not yet resolved (not run, or too few seeds: a campaign still running), since the regime
+    is then neither shown nor ruled out."""
     if v.verdict not in JUDGED or not v.claim.requires:
         return
     v.preconditions = [pre[p] for p in v.claim.requires if p in pre]
@@ -156,9 +158,12 @@ def _regime(v: Verdict, pre: dict) -> None:
     if not unmet:
         v.statistic = "preconditions met (" + ", ".join(p.claim.id for p in v.preconditions) + "); " + v.statistic
         return
-    v.result, v.verdict = v.result or v.verdict, OUTSIDE
-    v.statistic = ("outside the paper's regime: " + "; ".join(
-        f"{p.claim.id} not met (its check: {p.verdict}; {p.statistic})" for p in unmet) +
+    failed = [p for p in unmet if p.verdict == FAILS]
+    v.result, v.verdict = v.result or v.verdict, OUTSIDE if failed else INCONCLUSIVE
+    v.statistic = (("outside the paper's regime: " + "; ".join(
+        f"{p.claim.id} not met (its check: {p.verdict}; {p.statistic})" for p in failed)) if failed else
+        ("the paper's regime not yet resolved: " + "; ".join(
+            f"{p.claim.id} {p.verdict} ({p.statistic})" for p in unmet))) + (
         f" | the comparisons themselves ({v.result}): {v.statistic}")
 
 
