@@ -8,8 +8,8 @@ documented in ``repro/report/README.md``; in short::
     tables:  [{id, caption, source, reproduced, reason, note, protocol, printed, scale_free,
                columns: [{key, label, unit, compare, derived: {op, a, b}, measured_scale, note, scale_free}],
                rows:    [{key, label, x, cited, note, values: {<column key>: "<printed>"}}]}]
-    figures: [{id, caption, source, kind, table, x_label, y_label, x_scale, y_scale,
-               series: [{label, row, column, metric}]}]
+    figures: [{id, caption, source, kind, table, x_label, y_label, x_scale, y_scale, x_from, reference,
+               baseline, series: [{label, row, column, metric}]}]
     claims:  [{id, text, source, table, check, scales, alpha, tolerance, evidence, reading, margin,
                requires, control, similarity,
                pairs | cells | columns+rows | column+rows+direction | cell+bound}]
@@ -34,7 +34,7 @@ import yaml
 
 COMPARE_MODES = ("value", "exact", "show")
 DERIVED_OPS = ("rel_gap", "ratio", "diff")
-FIGURE_KINDS = ("per_layer", "per_epoch", "vs_rows")
+FIGURE_KINDS = ("per_layer", "per_epoch", "vs_rows", "effects")
 AXIS_SCALES = ("linear", "log")
 CHECKS = ("greater", "ordering", "monotone", "bound", "within_noise")
 EVIDENCE = ("training", "theory", "timing")  # what a claim rests on (see Claim.evidence)
@@ -191,6 +191,7 @@ class Figure:
     line: int = 0
     x_from: str = ""   # vs_rows: dotted config path giving the x our runs used (else the paper's row x)
     reference: tuple = ()  # what the claims test, drawn: {y, label} a level; {slope, series, label} a slope
+    baseline: str = ""     # effects: the row every series' row is compared with (same column)
 
 
 @dataclass(frozen=True)
@@ -243,6 +244,7 @@ class Paper:
     source: str = ""
     notes: str = ""
     protocol: str = ""            # the paper's main protocol; a table's own protocol overrides it
+    index_table: str = ""         # a table shown at the top of results/index.html (e.g. the cross-paper table)
     tables: list[Table] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     claims: list[Claim] = field(default_factory=list)
@@ -454,12 +456,12 @@ def _reference(c: _Checker, m: _Map, what: str) -> list[dict]:
 def _figure(c: _Checker, m: _Map, paper: Paper) -> Figure | None:
     what = f"figure {m.get('id')!r}"
     if not c.keys(m, ("id", "caption", "source", "kind", "table", "series", "x_label", "y_label", "x_scale", "y_scale",
-                      "x_from", "reference"), ("id", "caption", "kind", "table", "series"), what):
+                      "x_from", "reference", "baseline"), ("id", "caption", "kind", "table", "series"), what):
         return None
     f = Figure(id=_str(m["id"]), caption=_str(m["caption"]), source=_str(m.get("source")), kind=_str(m["kind"]),
                table=_str(m["table"]), series=[], x_label=_str(m.get("x_label")), y_label=_str(m.get("y_label")),
                x_scale=_str(m.get("x_scale")) or "linear", y_scale=_str(m.get("y_scale")) or "linear", line=m.line,
-               x_from=_str(m.get("x_from")), reference=tuple(_reference(c, m, what)))
+               x_from=_str(m.get("x_from")), reference=tuple(_reference(c, m, what)), baseline=_str(m.get("baseline")))
     for axis in ("x_scale", "y_scale"):
         if getattr(f, axis) not in AXIS_SCALES:
             c.problem(m.key_lines[axis], f"{what}: {axis} {getattr(f, axis)!r} is not one of {AXIS_SCALES}")
@@ -480,10 +482,16 @@ def _figure(c: _Checker, m: _Map, paper: Paper) -> Figure | None:
             c.problem(sm.line, f"{what}: series {s.label!r} names a cell that does not exist in {table.id} "
                                f"(row {s.row!r}, column {s.column!r})")
             continue
-        if f.kind != "vs_rows" and not (s.row and s.metric):
+        if f.kind == "effects" and not s.row:
+            c.problem(sm.line, f"{what}: an effects series needs the row compared with the baseline row")
+            continue
+        if f.kind in ("per_layer", "per_epoch") and not (s.row and s.metric):
             c.problem(sm.line, f"{what}: a {f.kind} series needs row, column and metric (an array in the records)")
             continue
         f.series.append(s)
+    if f.kind == "effects" and table.row(f.baseline) is None:
+        c.problem(m.line, f"{what}: an effects figure needs baseline: <a row of {table.id}>")
+        return None
     if f.kind == "vs_rows" and any(r.x is None for r in table.measured_rows):
         c.problem(m.line, f"{what}: vs_rows needs an x value on every measured row of {table.id}")
     return f if f.series else None
@@ -610,18 +618,21 @@ def load_paper(path: Path) -> Paper:
     data = _read_yaml(path)
     c = _Checker(path)
     top = ("id", "title", "authors", "venue", "year", "arxiv", "url", "code", "source", "notes", "protocol",
-           "tables", "figures", "claims", "preconditions")
+           "index_table", "tables", "figures", "claims", "preconditions")
     c.keys(data, top, ("id", "title"), "paper")
     authors = data.get("authors") or []
     paper = Paper(id=_str(data.get("id")) or path.parent.name, title=_str(data.get("title")) or path.parent.name,
                   path=path, authors=[_str(a) for a in (authors if isinstance(authors, list) else [authors])],
                   venue=_str(data.get("venue")), year=data.get("year"), arxiv=_str(data.get("arxiv")),
                   url=_str(data.get("url")), code=_str(data.get("code")), source=_str(data.get("source")),
-                  notes=_str(data.get("notes")), protocol=_str(data.get("protocol")))
+                  notes=_str(data.get("notes")), protocol=_str(data.get("protocol")),
+                  index_table=_str(data.get("index_table")))
     if paper.id != path.parent.name:
         c.problem(data.key_lines.get("id", 1), f"id {paper.id!r} differs from the folder name {path.parent.name!r}")
     tables = [t for t in (_table(c, m) for m in c.mappings(data, "tables", "paper")) if t]
     paper.tables = c.unique(tables, "table")
+    if paper.index_table and paper.table(paper.index_table) is None:
+        c.problem(data.key_lines.get("index_table", 1), f"index_table {paper.index_table!r} is not a table of the paper")
     figures = [f for f in (_figure(c, m, paper) for m in c.mappings(data, "figures", "paper")) if f]
     paper.figures = c.unique(figures, "figure")
     claims = [x for x in (_claim(c, m, paper) for m in c.mappings(data, "claims", "paper")) if x]

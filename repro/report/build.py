@@ -15,6 +15,7 @@ from repro.records import atomic_write_bytes, load_records
 from repro.report import figures, html, markdown, notebook
 from repro.report.assess import Assessment, assess
 from repro.report.compare import CITED, Comparison, index_records
+from repro.report.featured import featured
 from repro.report.provenance import commits
 from repro.report.summary import claim_entry
 from repro.report.tally import headline, headline_text, tally
@@ -186,17 +187,18 @@ def build_index(papers_dir: Path = Path("papers"), results_dir: Path = Path("res
     papers_dir, results_dir = Path(papers_dir), Path(results_dir)
     entries = []
     for pid in paper_ids(papers_dir):
-        entry = {"id": pid, "title": pid, "error": (errors or {}).get(pid, "")}
+        entry = {"id": pid, "title": pid, "error": (errors or {}).get(pid, ""), "featured": None}
         summary_path = results_dir / pid / "summary.json"
         if not entry["error"]:
             try:
                 s = json.loads(summary_path.read_text())
                 measured = sum(v.get("measured", 0) for t in s["tables"].values() for v in t["by_scale"].values())
                 cells = sum(t["cells"] * max(1, len(t["by_scale"])) for t in s["tables"].values() if t["attempted"])
-                entry.update(title=s["title"], summary=s, measured=measured, cells=cells)
+                entry.update(title=s["title"], summary=s, measured=measured, cells=cells,
+                             featured=featured(load_paper(papers_dir / pid / "paper.yaml"), s, results_dir))
             except FileNotFoundError:
                 entry["error"] = f"no report built yet: python -m repro.report --paper {pid}"
-            except (OSError, ValueError, KeyError, TypeError) as e:
+            except (OSError, ValueError, KeyError, TypeError, SpecError) as e:
                 entry["error"] = f"{summary_path}: unreadable summary ({e}); rebuild the report"
         entries.append(entry)
     return _write(results_dir / "index.html", html.render_index(entries))

@@ -4,7 +4,9 @@
 band = 1 std; a 2-D array such as gating [layer][head] is drawn as thin per-head lines and a thick
 mean); ``per_epoch`` reads the metric from the history rows when an every-epoch probe wrote it there. ``vs_rows`` plots a column's measured mean against the rows' ``x`` (e.g. the training-set
 fraction), with the paper's printed values as open markers on the same axis only where our runs follow
-the paper's protocol (scale full), else in a panel of their own. Figures use matplotlib's object API (no
+the paper's protocol (scale full), else in a panel of their own. ``effects`` draws each series row's
+difference to the figure's ``baseline`` row in one column, with its 95 % interval across seeds (the same
+Welch test the claims make, stats.compare_means), highest first: a ranking with intervals. Figures use matplotlib's object API (no
 pyplot state), so building reports is safe to repeat in one process.
 """
 from __future__ import annotations
@@ -20,6 +22,7 @@ from matplotlib.ticker import MaxNLocator
 
 from repro.report.compare import MEASURED, Comparison, reproduce_command
 from repro.report.provenance import data_label
+from repro.report.stats import compare_means
 from repro.spec import Figure
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
@@ -144,6 +147,30 @@ def _vs_rows(ax, cmp: Comparison, fig: Figure, scale: str, ours: bool = True, pa
     return drawn
 
 
+def _effects(ax, cmp: Comparison, fig: Figure, scale: str) -> int:
+    """Each series row minus the baseline row (one column), mean over seeds with its 95 % interval
+    (Welch); fewer than 2 seeds a side: the point alone. Sorted, highest effect on top."""
+    view = cmp.view(fig.table, scale)
+    cells = view.cells if view else {}
+    points = []
+    for s in fig.series:
+        a, b = cells.get((s.row, s.column)), cells.get((fig.baseline, s.column))
+        if not (a and b and a.status == MEASURED and b.status == MEASURED) or a.measured.is_array:
+            continue
+        t = compare_means(a.measured.values, b.measured.values, rhs_const=False, alpha=0.05)
+        ok = t.ci is not None and min(a.measured.n, b.measured.n) >= 2
+        points.append((t.effect, t.ci if ok else None, f"{s.label} (n={a.measured.n} vs {b.measured.n})"))
+    points.sort(key=lambda p: p[0])
+    for y, (effect, ci, label) in enumerate(points):
+        err = [[effect - ci[0]], [ci[1] - effect]] if ci else None
+        ax.errorbar([effect], [y], xerr=err, fmt="o", color=COLORS[0], capsize=4, lw=2)
+    ax.set_yticks(range(len(points)), [p[2] for p in points])
+    ax.axvline(0.0, color="0.2", ls=":", lw=1.2)
+    ax.set_xlabel(fig.x_label or "difference to the baseline")
+    ax.set_ylim(-0.7, len(points) - 0.3)
+    return len(points)
+
+
 def _finish(ax, fig: Figure, title: str) -> None:
     if fig.x_scale == "log" and fig.kind != "vs_rows":
         ax.set_xscale("log")
@@ -188,10 +215,13 @@ def draw(cmp: Comparison, fig: Figure, scale: str | None) -> MplFigure | None:
                                              for s in fig.series for r in cmp.paper.table(fig.table).rows)
     split = printed and not _like_for_like(cmp, fig, scale)  # the paper's values get their own panel
     mpl = MplFigure(figsize=(12.4, 4.2) if split else (8.0, 4.2))
-    mpl.subplots_adjust(left=0.08 if split else 0.1, right=0.78 if not split else 0.85, top=0.84, bottom=0.14,
+    left = 0.34 if fig.kind == "effects" else 0.08 if split else 0.1  # effects: row labels on the y axis
+    mpl.subplots_adjust(left=left, right=0.78 if not split else 0.85, top=0.84, bottom=0.14,
                         wspace=0.9)
     axes = mpl.subplots(1, 2) if split else [mpl.subplots()]
-    if fig.kind != "vs_rows":
+    if fig.kind == "effects":
+        drawn = _effects(axes[0], cmp, fig, scale)
+    elif fig.kind != "vs_rows":
         drawn = _curves(axes[0], cmp, fig, scale)
     else:
         drawn = _vs_rows(axes[0], cmp, fig, scale, paper=not split)

@@ -190,7 +190,7 @@ def train(spec: RunSpec, rt: Runtime, stop_at: int | None = None) -> Result:
         probe_images = data.test.sample(rt.probe_batch)
 
     def probe_ctx(epoch: int) -> ProbeContext:
-        return ProbeContext(cfg, d.device, probe_images[0], probe_images[1], epoch, step, list(history))
+        return ProbeContext(cfg, d.device, probe_images[0], probe_images[1], epoch, step, list(history), spec)
 
     def save(next_epoch: int, **progress) -> None:
         """Checkpoint (every rank gathers its RNG state; rank 0 writes). ``progress``: a stopped epoch's."""

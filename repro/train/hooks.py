@@ -4,8 +4,8 @@ A train run's config may list
 - ``probes``: ``["pkg.mod:fn", {"fn": "pkg.mod:fn", "every_epoch": true, **kwargs}]``; each is
   called as ``fn(model, ctx, **kwargs) -> dict`` on the trained model (and after every epoch when
   ``every_epoch``), where ``ctx`` is a ``ProbeContext`` (config, device, a fixed batch of test
-  images and labels, epoch, step, and the history rows of the epochs finished so far, so that an
-  end-of-training probe can turn per-epoch values into curves). The dicts are merged into the
+  images and labels, epoch, step, the history rows of the epochs finished so far, so that an
+  end-of-training probe can turn per-epoch values into curves, and the RunSpec). The dicts are merged into the
   record's metrics (end) and into each epoch's history row (every_epoch).
 - ``losses``: ``[{"fn": "pkg.mod:factory", "weight": 1.0, **kwargs}]``; ``factory(model, **kwargs)``
   is called once on the bare model (before compile / DDP, so it may register forward hooks to read
@@ -40,6 +40,7 @@ class ProbeContext:
     epoch: int
     step: int
     history: list = field(default_factory=list)  # the epoch rows logged so far (all of them at the end)
+    run: Any = None  # the RunSpec being trained (its seed, scale, and the run it started from, if any)
 
 
 @dataclass

@@ -1,0 +1,145 @@
+"""One baseline, five ideas (issue #29): which runs fill which cells of paper.yaml, at each scale.
+
+Every row is the scale's shared baseline (a DeiT-style ViT: depth, width, heads, patch, data, recipe,
+epochs and seeds fixed per scale) with one paper's idea applied the way that paper applies it, and
+nothing else changed (``IDEAS`` names the settings each idea may change; tests/test_crosspaper.py checks
+every row's config against the baseline's):
+- baseline:       the shared ViT (pre-LN blocks, MHSA, identity shortcuts, conv patch embedding).
+- convit:         GPSA with the convolutional (locality) init in the first L-1 of L blocks (10 of 12 in
+                  the paper), gates at 1, ConViT's qkv without bias; 9 heads: a 3x3 init on integer offsets.
+- cmhsa:          two-phase training: E/2 epochs of the convolution phase (3x3 convs on the pixel grid,
+                  raw-patch tokens, GAP head, no position embedding), its convs turned into 9 relative-
+                  position attention heads (Li et al. Sec. 4.1, the trainable transfer), then E/2 epochs of
+                  attention. Its token width is fixed by the construction (patch^2 x 3 = 48 at patch 4), so
+                  its width differs from the baseline's: the table shows its parameters.
+- oversmoothing:  the patch-diversification losses (patch-wise contrastive + patch mixing, Figure 2's
+                  "ours"), weight 1 each, added to the baseline's loss.
+- augvit:         augmented shortcuts on MSA and MLP (T = 2 circulant paths, 4x4 blocks, sums x 3/4, as
+                  the release), multiplied densely (the same function as the FFT product).
+- respostln:      Res-Post-LN blocks in place of pre-LN.
+Each trained model is probed at the end (probes.py): every idea's diagnostic on every row (nonlocality,
+last-block CosSim, r(Z_L)/r(Z_0), the last MLP weight's gradient norm at initialisation) and its training
+images/s.
+
+Scales (papers/crosspaper/README.md):
+- tiny:  CPU minutes: 100 / 50 images per class, depth 4, width 72, 9 heads, patch 4, 2 epochs, 1 seed.
+- cpu:   the 2-core CPU in about 90 minutes: all of CIFAR-10 (JPEG q75) and its 10,000 test images,
+         depth 6, width 72 (9 heads of 8), patch 4, the cpu recipe for 2 epochs, 3 seeds, two runs at a
+         time. One fraction (all the data): a second one would double the budget.
+- small: one GPU: CIFAR-10, depth 12, width 216 (9 heads of 24), patch 4, 20 epochs, all the data and
+         10 % of it (x 1/f epochs), 3 seeds.
+- full:  ImageNet-1k at 224 px, depth 12, width 432 (9 heads of 48: ConViT-S's), patch 16, DeiT recipe
+         300 epochs, 1 seed.
+"""
+from __future__ import annotations
+
+from papers.cmhsa.experiments import bias_scale
+from papers.oversmoothing.experiments import objective as oversmoothing_objective
+from repro.runs import RunSpec
+
+PAPER = "crosspaper"
+SCALES = ("tiny", "cpu", "small", "full")
+IDEAS = ("convit", "cmhsa", "oversmoothing", "augvit", "respostln")
+ROWS = ("baseline",) + IDEAS
+# Our claims (each idea vs the baseline at equal data, seeds and epochs) that a scale is designed to judge.
+RESOLVES = {"cpu": tuple(f"{idea}_beats_baseline" for idea in IDEAS),
+            "small": tuple(f"{idea}_beats_baseline{sfx}" for idea in IDEAS for sfx in ("", "_f10"))}
+PROBES = [{"fn": "papers.crosspaper.probes:diagnostics"}]
+COLUMNS = ("top1", "top5", "params", "images_per_s", "nonlocality", "cossim_last", "diversity_ratio",
+           "grad_norm_init")
+AUG = {"aug_paths": 2, "aug_mlp": True, "aug_scale": 0.75, "aug_fft": False}  # Aug-ViT's release, dense product
+TRANSFER = "repro.models.transfer:conv_to_mhsa"
+# what each row may change in the baseline's config (dotted paths; the config-diff test holds rows to it)
+CHANGES = {
+    "baseline": (),
+    "convit": ("model.name", "model.kwargs.gpsa_layers", "model.kwargs.locality_strength", "model.kwargs.qkv_bias"),
+    "cmhsa": ("model.name", "model.kwargs.embed_dim", "model.kwargs.num_heads", "model.kwargs.head_dim",
+              "recipe.epochs", "init"),
+    "oversmoothing": ("objective",),
+    "augvit": tuple(f"model.kwargs.{k}" for k in AUG),
+    "respostln": ("model.kwargs.norm",),
+}
+
+PROTOCOL = {
+    "tiny": {"model": ("repro_deit_tiny_c32", {"depth": 4, "embed_dim": 72, "num_heads": 9, "patch_size": 4}),
+             "cmhsa": ("repro_cmhsa_3_conv_c32", "repro_cmhsa_attn_c32"), "img_patch": (32, 4),
+             "data": {"max_per_class": 100, "test_max_per_class": 50}, "recipe": {"epochs": 2},
+             "fractions": {"f100": 1.0}, "seeds": 1},
+    "cpu": {"model": ("repro_deit_tiny_c32", {"depth": 6, "embed_dim": 72, "num_heads": 9, "patch_size": 4}),
+            "cmhsa": ("repro_cmhsa_3_conv_c32", "repro_cmhsa_attn_c32"), "img_patch": (32, 4),
+            "data": {}, "recipe": {"epochs": 2}, "fractions": {"f100": 1.0}, "seeds": 3},
+    "small": {"model": ("repro_deit_tiny_c32", {"depth": 12, "embed_dim": 216, "num_heads": 9, "patch_size": 4}),
+              "cmhsa": ("repro_cmhsa_3_conv_c32", "repro_cmhsa_attn_c32"), "img_patch": (32, 4),
+              "data": {}, "recipe": {"epochs": 20}, "fractions": {"f100": 1.0, "f10": 0.1}, "seeds": 3},
+    "full": {"model": ("repro_deit_small", {"depth": 12, "embed_dim": 432, "num_heads": 9}),
+             "cmhsa": ("repro_cmhsa_3_conv", "repro_cmhsa_attn"), "img_patch": (224, 16),
+             "data": {}, "recipe": {"epochs": 300}, "fractions": {"f100": 1.0}, "seeds": 1},
+}
+TABLES = {"f100": "ideas", "f10": "ideas_f10"}  # fraction -> table
+
+
+def baseline(scale: str, fraction: float) -> dict:
+    """The shared baseline's run config at a scale and training-set fraction."""
+    p = PROTOCOL[scale]
+    name, kwargs = p["model"]
+    data = {**p["data"], **({"fraction": fraction} if fraction < 1 else {})}
+    return {"model": {"name": name, "kwargs": dict(kwargs)}, "data": data, "recipe": dict(p["recipe"]),
+            "probes": [dict(x) for x in PROBES]}
+
+
+def with_idea(config: dict, idea: str) -> dict:
+    """``config`` (the baseline's) with one idea applied; CMHSA's attention phase (see ``cmhsa_phases``)."""
+    model = config["model"]
+    kwargs = dict(model["kwargs"])
+    if idea == "convit":
+        name = "repro_convit_small" if model["name"] == "repro_deit_small" else "repro_convit_tiny9_c32"
+        kwargs.update(gpsa_layers=kwargs.get("depth", 12) - 1, locality_strength=1.0, qkv_bias=False)
+        return {**config, "model": {"name": name, "kwargs": kwargs}}
+    if idea == "oversmoothing":
+        return {**config, "objective": oversmoothing_objective("contrastive_mixing")}
+    if idea == "augvit":
+        return {**config, "model": {"name": model["name"], "kwargs": {**kwargs, **AUG}}}
+    if idea == "respostln":
+        return {**config, "model": {"name": model["name"], "kwargs": {**kwargs, "norm": "res_post_ln"}}}
+    raise ValueError(f"unknown idea {idea!r}: one of {IDEAS} (cmhsa: cmhsa_phases)")
+
+
+def cmhsa_phases(config: dict, scale: str) -> tuple[dict, dict]:
+    """(conv phase, attention phase) configs: E/2 epochs each, the baseline's depth, patch and recipe."""
+    conv, attn = PROTOCOL[scale]["cmhsa"]
+    kwargs = {k: v for k, v in config["model"]["kwargs"].items() if k not in ("embed_dim", "num_heads")}
+    epochs = int(config["recipe"]["epochs"])
+    if epochs % 2:
+        raise ValueError(f"CMHSA's two phases split the baseline's {epochs} epochs in halves: use an even count")
+    half = {**config["recipe"], "epochs": epochs // 2}
+    first = {**config, "model": {"name": conv, "kwargs": dict(kwargs)}, "recipe": half}
+    second = {**config, "model": {"name": attn, "kwargs": dict(kwargs)}, "recipe": dict(half)}
+    return first, second
+
+
+def transfer(scale: str, first: RunSpec) -> dict:
+    """CMHSA's trainable transfer: W_Q, W_K kept, one-hot bias putting 90 % of each head on its offset."""
+    img, patch = PROTOCOL[scale]["img_patch"]
+    return {"from": first.as_source(), "fn": TRANSFER,
+            "kwargs": {"scale": bias_scale(img, patch), "keep_qk": True, "bias_form": "one_hot"}}
+
+
+def row_specs(scale: str, table: str, row: str, seed: int, config: dict) -> list[RunSpec]:
+    cell = {"row": row, "columns": {c: c for c in COLUMNS}}
+    if row != "cmhsa":
+        config = config if row == "baseline" else with_idea(config, row)
+        return [RunSpec(PAPER, table, cell, scale, seed=seed, name=row, config=config)]
+    first_cfg, second_cfg = cmhsa_phases(config, scale)
+    first_cfg = {**first_cfg, "probes": []}
+    first = RunSpec(PAPER, "cmhsa_phase1", {"row": table, "columns": {"top1": "top1", "top5": "top5"}}, scale,
+                    seed=seed, name="cmhsa_conv", config=first_cfg)
+    second = RunSpec(PAPER, table, cell, scale, seed=seed, name=row,
+                     config={**second_cfg, "init": transfer(scale, first)})
+    return [first, second]
+
+
+def runs(scale: str, seeds: int | None = None) -> list[RunSpec]:
+    """Every row at every fraction of the scale, ``seeds`` (default: the scale's) seeds each."""
+    p = PROTOCOL[scale]
+    return [s for key, fraction in p["fractions"].items() for seed in range(seeds or p["seeds"])
+            for row in ROWS for s in row_specs(scale, TABLES[key], row, seed, baseline(scale, fraction))]

@@ -1,0 +1,67 @@
+"""Every idea's own diagnostic, measured on every row's trained model (so each row can be read against
+the baseline on the same scale), plus the run's training throughput.
+
+- nonlocality (ConViT Figs. 4-5): mean attention distance in patches, per layer (mean over heads) and
+  over the whole model, each layer on its actual input.
+- CosSim (patch diversification Fig. 2a): cosine similarity of the last block's patch tokens.
+- r(Z_L)/r(Z_0) (Aug-ViT Eq. 4, Dong et al.): feature diversity of the last block's output relative to
+  the embedded tokens; below 1 means the tokens became more alike.
+- ||dL/dW2_L||_F at initialisation (Res-Post-LN Theorem 4): the last MLP weight's gradient of the row's
+  model freshly initialised with the run's seed, cross-entropy on the probe batch.
+- images/s: training images per second over the run's epochs; for a run started from another (CMHSA's
+  attention phase) over both phases, from the source's record.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from papers.augvit.diversity import diversity_curve
+from papers.oversmoothing.probes import oversmoothing_metrics
+from repro import records
+from repro.probes.locality import layer_nonlocality
+from repro.runs import RunSpec, source_spec
+from repro.train.model import create_model
+
+
+def grad_norm_at_init(config: dict, seed: int, images: torch.Tensor, labels: torch.Tensor) -> float:
+    """||dL/dW2_L||_F of the last block's MLP output weight, for the run's model at initialisation."""
+    state = torch.random.get_rng_state()
+    try:
+        torch.manual_seed(seed)
+        model = create_model(config, int(config["data"]["num_classes"])).to(images.device).train()
+    finally:
+        torch.random.set_rng_state(state)
+    F.cross_entropy(model(images), labels).backward()
+    return float(model.blocks[-1].mlp.fc2.weight.grad.norm())
+
+
+def _images_and_seconds(history: list) -> tuple[float, float]:
+    rows = [r for r in history if isinstance(r, dict) and r.get("epoch_s") and r.get("images_per_s")]
+    return sum(r["images_per_s"] * r["epoch_s"] for r in rows), sum(r["epoch_s"] for r in rows)
+
+
+def images_per_s(run: RunSpec, history: list) -> float | None:
+    """Training images/s of this run, with its source run's phase included when it started from one."""
+    images, seconds = _images_and_seconds(history)
+    source = source_spec(run)
+    if source is not None:
+        path = records.record_path(source.paper, source.scale, source.run_id)
+        if not path.exists():
+            return None  # a dry run: no source phase to add
+        more = _images_and_seconds(records.read_record(path)["metrics"].get("history") or [])
+        images, seconds = images + more[0], seconds + more[1]
+    return images / seconds if seconds else None
+
+
+def diagnostics(model: torch.nn.Module, ctx) -> dict:
+    """Training probe (config['probes']): the diagnostics above on the engine's fixed test batch."""
+    layers = [sum(h) / len(h) for h in layer_nonlocality(model, ctx.images)]
+    smooth = oversmoothing_metrics(model, ctx.images)
+    ratio = diversity_curve(model, ctx.images)["ratio"]
+    cfg, run = ctx.config, ctx.run
+    return {"nonlocality": sum(layers) / len(layers), "nonlocality_layers": layers,
+            "cossim_last": smooth["cossim_last"], "cossim_layers": smooth["cossim_layers"],
+            "diversity_ratio": ratio[-1], "diversity_layers": ratio[1:],
+            "grad_norm_init": grad_norm_at_init(cfg, run.seed, ctx.images, ctx.labels),
+            "images_per_s": images_per_s(run, ctx.history)}

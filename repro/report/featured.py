@@ -1,0 +1,75 @@
+"""A paper's ``index_table`` (e.g. the cross-paper table), shown at the top of results/index.html.
+
+Built from what the paper's report already wrote (summary.json and its figures), so the index repeats the
+report's numbers and verdicts and never computes its own: per scale, each row's measured columns, and for a
+row that a claim compares with another, that claim's effect, 95 % interval, Holm-adjusted p and verdict.
+"""
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+from repro.runs import is_smoke
+from repro.spec import Paper
+
+SCALE_ORDER = ("full", "small", "cpu")  # strongest evidence first; smoke scales last
+
+
+def number(v: float | None) -> str:
+    if v is None:
+        return "-"
+    if abs(v) >= 1e5:
+        return f"{v / 1e6:.2f}M"
+    return f"{v:.3g}" if abs(v) < 1000 else f"{v:.0f}"
+
+
+def _cell_text(cell: dict | None, with_n: bool) -> str:
+    """mean ± sd over seeds (n in the first column only: a row's columns come from the same runs)."""
+    if not cell or cell.get("status") != "measured" or not isinstance(cell.get("mean"), (int, float)):
+        return (cell or {}).get("status") or "-"
+    sd = f" ± {number(cell['sd'])}" if isinstance(cell.get("sd"), (int, float)) else ""
+    return f"{number(cell['mean'])}{sd}" + (f" (n={cell['n']})" if with_n else "")
+
+
+def _comparison(claim: dict) -> dict:
+    """Effect, interval, p and verdict of a one-comparison claim, as text."""
+    c = (claim.get("comparisons") or [{}])[0]
+    ci, p = c.get("ci95"), c.get("p_holds_holm")
+    return {"claim": claim["id"], "verdict": claim["verdict"], "label": claim["label"],
+            "effect": f"{c['effect']:+.2f}" if isinstance(c.get("effect"), (int, float)) else "-",
+            "ci": f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "-", "p": f"{p:.3g}" if p is not None else "-",
+            "resolvable": number(c.get("resolvable_effect"))}
+
+
+def _png(path: Path) -> str:
+    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii") if path.is_file() else ""
+
+
+def _at_scale(paper: Paper, summary: dict, scale: str, results_dir: Path) -> dict:
+    table = paper.table(paper.index_table)
+    cells = {(c["row"], c["column"]): c for c in summary.get("cells", [])
+             if c["table"] == table.id and c["scale"] == scale}
+    columns = [c for c in table.columns if any(isinstance(cells.get((r.key, c.key), {}).get("mean"), (int, float))
+                                               for r in table.rows)]
+    claims = {}
+    for cl in summary.get("claims", []):
+        comps = cl.get("comparisons") or []
+        if cl.get("scale") == scale and len(comps) == 1 and comps[0]["lhs"].startswith(f"{table.id}."):
+            claims[comps[0]["lhs"].split(".")[1]] = _comparison(cl)
+    rows = [{"label": r.label, "cells": [_cell_text(cells.get((r.key, c.key)), i == 0) for i, c in enumerate(columns)],
+             "claim": claims.get(r.key)} for r in table.rows]
+    figures = [{"id": f.id, "caption": f.caption, "src": _png(results_dir / paper.id / "figures" / f"{f.id}-{scale}.png")}
+               for f in paper.figures if f.table == table.id]
+    return {"scale": scale, "smoke": is_smoke(scale), "setting": (summary.get("settings") or {}).get(scale, ""),
+            "columns": [c.label for c in columns], "rows": rows, "figures": [f for f in figures if f["src"]]}
+
+
+def featured(paper: Paper, summary: dict, results_dir: Path) -> dict | None:
+    """The index block of a paper with an ``index_table``, one entry per scale with records; else None."""
+    if not paper.index_table or paper.table(paper.index_table) is None:
+        return None
+    scales = sorted(summary.get("scales") or [], key=lambda s: (is_smoke(s), SCALE_ORDER.index(s)
+                                                               if s in SCALE_ORDER else len(SCALE_ORDER)))
+    table = paper.table(paper.index_table)
+    return {"id": paper.id, "title": paper.title, "caption": table.caption, "note": table.note,
+            "scales": [_at_scale(paper, summary, s, Path(results_dir)) for s in scales]}
