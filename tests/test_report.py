@@ -582,7 +582,7 @@ def _overlap(a, b) -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("paper", ["convit", "cmhsa", "oversmoothing", "augvit", "respostln"])
+@pytest.mark.parametrize("paper", ["convit", "cmhsa", "oversmoothing", "augvit", "respostln", "crosspaper"])
 def test_committed_figures_show_their_whole_text(paper):
     """Every figure drawn from the committed records: the title holds the whole caption, the title clears the
     legend and the axes, the y label is no taller than its axes, and the committed PNG has the extent of the
