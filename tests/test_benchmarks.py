@@ -48,7 +48,7 @@ def test_make_gpu_check_prints_one_ok_line_per_paper(tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
     papers = [p for p in known_papers() if "small" in paper_scales(p)]
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("ok ")]
-    assert sorted(ln.split(":")[0][3:] for ln in lines) == sorted(papers) and len(papers) == 5
+    assert sorted(ln.split(":")[0][3:] for ln in lines) == sorted(papers) and len(papers) == 6  # 5 + crosspaper
     assert all("img/s" in ln and "synthetic pixels" in ln and "resume = uninterrupted" in ln for ln in lines)
     assert f"gpu-check: {len(papers)} of {len(papers)} paper(s) ok" in out.stdout
     assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").rglob("*.pt"))
