@@ -27,9 +27,9 @@ zoo: $(PY)
 reproduce: $(PY)
 	$(PY) -m repro reproduce paper=$(PAPER) $(if $(SCALE),scale=$(SCALE)) $(if $(TABLES),tables=$(TABLES)) $(if $(SEEDS),seeds=$(SEEDS)) $(if $(FORCE),force=true)
 
-# `make -j2 reproduce-all SCALE=tiny`: every paper, one make job each (a tiny run uses one thread, so
+# `make -j2 reproduce-all SCALE=tiny`: every paper and the cross-paper table, one make job each (a tiny run uses one thread, so
 # -j2 fills both cores of a 2-core machine); each job rebuilds its paper's report and the index.
-PAPERS := oversmoothing augvit cmhsa respostln convit  # longest first, for -j
+PAPERS := oversmoothing augvit cmhsa respostln convit crosspaper  # longest first, for -j
 reproduce-all: $(addprefix reproduce-,$(PAPERS))
 
 reproduce-%: $(PY)
