@@ -6,9 +6,9 @@ row that a claim compares with another, that claim's effect, 95 % interval, Holm
 """
 from __future__ import annotations
 
-import base64
 from pathlib import Path
 
+from repro.report.html import _png_data
 from repro.runs import is_smoke
 from repro.spec import Paper
 
@@ -37,12 +37,11 @@ def _comparison(claim: dict) -> dict:
     ci, p = c.get("ci95"), c.get("p_holds_holm")
     return {"claim": claim["id"], "verdict": claim["verdict"], "label": claim["label"],
             "effect": f"{c['effect']:+.2f}" if isinstance(c.get("effect"), (int, float)) else "-",
-            "ci": f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "-", "p": f"{p:.3g}" if p is not None else "-",
-            "resolvable": number(c.get("resolvable_effect"))}
+            "ci": f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "-", "p": f"{p:.3g}" if p is not None else "-"}
 
 
 def _png(path: Path) -> str:
-    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii") if path.is_file() else ""
+    return _png_data(path) if path.is_file() else ""
 
 
 def _at_scale(paper: Paper, summary: dict, scale: str, results_dir: Path) -> dict:
