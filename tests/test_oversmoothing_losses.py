@@ -179,6 +179,22 @@ def test_module_owns_only_the_patch_head():
         AntiOversmoothingLoss(model, 5, weights={"cosine": 1.0})
 
 
+def test_cutmix_control_trains_ce_on_the_mixing_losses_batch_without_its_term():
+    model = small_vit()
+    control = AntiOversmoothingLoss(model, 5, contrastive=False, mixing=False, patch_cutmix=True)
+    assert list(control.parameters()) == []  # no patch head: nothing but CE is trained
+    x, y = torch.randn(6, 3, 32, 32), torch.tensor([0, 4, 2, 1, 3, 0])
+    np.random.seed(3), torch.manual_seed(3)
+    total, terms = control(x, y)
+    np.random.seed(3), torch.manual_seed(3)
+    mix = patch_cutmix(x, y, 8, 5)
+    assert set(terms) == {"ce"} and not torch.equal(mix.images, x)
+    assert total.item() == pytest.approx(F.cross_entropy(model(mix.images), mix.targets).item(), rel=1e-5)
+    assert total.item() != pytest.approx(F.cross_entropy(model(x), y).item(), rel=1e-3)
+    with pytest.raises(ValueError, match="patch-grid CutMix"):
+        AntiOversmoothingLoss(model, 5, mixing=True, patch_cutmix=False)
+
+
 def test_cos_term_falls_after_a_training_step():
     model = small_vit()
     aos = AntiOversmoothingLoss(model, 5, cos=True, contrastive=False, mixing=False, weights={"cos": 10.0})

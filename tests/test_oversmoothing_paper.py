@@ -37,7 +37,7 @@ def by(specs, table, row, name=None, seed=0):
     return s
 
 
-@pytest.mark.parametrize("scale", ["tiny", "small", "full"])
+@pytest.mark.parametrize("scale", ["tiny", "cpu", "small", "full"])
 def test_every_run_fills_measured_cells_of_paper_yaml_and_is_runnable(scale):
     assert not PAPER.problems
     specs = resolved(scale)
@@ -56,12 +56,16 @@ def test_every_run_fills_measured_cells_of_paper_yaml_and_is_runnable(scale):
         assert [p["fn"] for p in s.config["probes"]] == ["papers.oversmoothing.probes:oversmoothing"]
         obj = s.config.get("objective")
         if obj:
-            assert obj["fn"] == ex.OBJECTIVE and any(obj[k] for k in ("cos", "contrastive", "mixing"))
-    # every figure of a table run at this scale has a run behind each series; Figure 2 runs at every scale
+            assert obj["fn"] == ex.OBJECTIVE
+            assert any(obj[k] for k in ("cos", "contrastive", "mixing")) or obj.get("patch_cutmix")
+    # every figure of a table run at this scale has a run behind each series (at cpu, behind the series of
+    # the rows it runs: no cosine rows there); Figure 2 runs at every scale
     tables = {s.table for s in specs}
     assert "figure2" in tables
     for fig in (f for f in PAPER.figures if f.table in tables):
         for series in fig.series:
+            if scale == "cpu" and series.row in set(ex.POSTER_ROWS) - set(ex.PROTOCOL["cpu"]["table1_rows"]):
+                continue
             assert any(s.table == fig.table and (not series.row or s.cell["row"] == series.row)
                        and series.column in s.cell["columns"] for s in specs), (fig.id, series.label)
 
@@ -72,7 +76,8 @@ def test_tiny_is_small_cpu_work_with_depth_12_and_24():
     assert {s.table for s in specs} == {"figure2", "table1", "table2", "table3", "table4", "table5"}
     rows = {t: {s.cell["row"] for s in train if s.table == t} for t in ("table1", "table3", "table4", "table5")}
     # every printed row, as at full (the arXiv cosine form, cos_abs, is measured once, at cpu)
-    assert rows["table1"] == set(ex.LOSSES) - set(ex.COS_FORM) and rows["table4"] == set(ex.TRICKS)
+    assert rows["table1"] == set(ex.POSTER_ROWS) and rows["table4"] == set(ex.TRICKS)
+    assert ex.POSTER_ROWS == tuple(r.key for r in PAPER.table("table1").rows)[:7]
     assert len(rows["table3"]) == 7 and rows["table5"] == {"dp010", "dp050", "dp075"}
     depths = sorted(s.config["model"]["kwargs"]["depth"] for s in train)
     assert set(depths) == {12, 24} and len(train) == 2 + 7 + 7 + 12 + 6 and depths.count(24) == 2 + 1 + 2 + 6
@@ -89,6 +94,36 @@ def test_tiny_is_small_cpu_work_with_depth_12_and_24():
     deit, ours = by(specs, "table4", "standard", "deit_standard"), by(specs, "table4", "standard", "ours_standard")
     assert deit.config["recipe"] == ours.config["recipe"]
     assert ours.config["model"]["kwargs"]["attn"] == "talking_heads" and "attn" not in deit.config["model"]["kwargs"]
+
+
+def test_cpu_is_the_papers_regime_with_a_cutmix_control():
+    """Issue #28: patch 4, depth 12 and 24, the pilot's 10 epochs and drop path 0.1 on every row, one recipe
+    for DeiT, ours and the control, 3 seeds; the control is the mixing loss's patch-grid CutMix with CE alone (depth 12)."""
+    specs = resolved("cpu")
+    train = [s for s in specs if s.kind == "train"]
+    assert {s.seed for s in train} == {0, 1, 2}
+    assert {s.cell["row"] for s in train if s.table == "table1"} == {"none", "mixing", "contrastive",
+                                                                      "contrastive_mixing", "patch_cutmix"}
+    assert {s.cell["row"] for s in train if s.table == "figure2"} == {"deit", "ours"}
+    recipes = {str(sorted(s.config["recipe"].items())) for s in train}
+    assert len(recipes) == 1 and (train[0].config["recipe"]["drop_path"], train[0].config["recipe"]["epochs"]) == (0.1, 10)
+    for s in train:
+        kw = s.config["model"]["kwargs"]
+        assert (kw["patch_size"], kw["embed_dim"]) == (4, 48) and s.config["data"]["name"] == "cifar10_jpeg"
+        assert not s.config["data"].get("max_per_class")  # all of the training set
+        assert kw["depth"] == (24 if s.table == "figure2" else 12) and "attn" not in kw
+    control = by(specs, "table1", "patch_cutmix").config
+    assert control["objective"] == {"fn": ex.OBJECTIVE, "cos": False, "contrastive": False, "mixing": False,
+                                    "patch_cutmix": True}
+    assert by(resolved("small"), "figure2", "deit_cutmix").config["objective"] == control["objective"]
+    assert control["model"] == by(specs, "table1", "none").config["model"] == by(specs, "table1", "mixing").config["model"]
+    model = timm.create_model(control["model"]["name"], **control["model"]["kwargs"])
+    assert build_objective(control["objective"], model, torch.nn.CrossEntropyLoss(), 10).mix_patches
+    for claim in ex.RESOLVES["cpu"]:  # every claim cpu is designed for compares rows cpu runs
+        (c,) = [c for c in PAPER.claims if c.id == claim]
+        assert c.scales is None or "cpu" in c.scales
+        runs = {s.cell["row"] for s in train if s.table == c.table}
+        assert any({ref.row for ref in pair if ref.const is None} <= runs for pair in c.pairs), claim
 
 
 def test_full_follows_the_papers_recipes():

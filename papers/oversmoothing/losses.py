@@ -21,6 +21,9 @@ its losses there too). e are the first layer's patch tokens, gradient stopped.
                y_i the label of the image patch i came from under patch-grid CutMix. The release instead
                pools the patch tokens of each mixed region, applies g to the pooled token and weights a KL
                term by the region's area.
+
+``patch_cutmix=True`` without ``mixing`` trains on the same patch-grid CutMix with CE alone: the control
+that separates what the mixing loss adds from what its augmentation adds.
 """
 from __future__ import annotations
 
@@ -167,6 +170,7 @@ class AntiOversmoothingLoss(nn.Module):
     def __init__(self, model: nn.Module, num_classes: int, cos: bool = False, contrastive: bool = True,
                  mixing: bool = True, weights: dict[str, float] | None = None, anchor: str = "block0",
                  negatives: str = "mean", cutmix_alpha: float = 1.0, cos_form: str = "signed",
+                 patch_cutmix: bool | None = None,
                  criterion: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None):
         super().__init__()
         if anchor not in ("block0", "patch_embed"):
@@ -180,6 +184,9 @@ class AntiOversmoothingLoss(nn.Module):
         self.__dict__["model"] = model  # plain reference: keeps the backbone out of parameters()/state_dict()
         self.num_classes = num_classes
         self.enabled = {"cos": cos, "contrastive": contrastive, "mixing": mixing}
+        if patch_cutmix is False and mixing:
+            raise ValueError("mixing=True needs the patch-grid CutMix (patch_cutmix=False turns it off)")
+        self.mix_patches = mixing if patch_cutmix is None else patch_cutmix
         self.weights = {k: float(weights.get(k, 1.0)) for k in TERMS}
         self.anchor, self.negatives, self.cutmix_alpha, self.cos_form = anchor, negatives, cutmix_alpha, cos_form
         self.criterion = criterion or F.cross_entropy
@@ -188,7 +195,7 @@ class AntiOversmoothingLoss(nn.Module):
 
     def forward(self, images: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         mix = None
-        if self.enabled["mixing"]:
+        if self.mix_patches:
             mix = patch_cutmix(images, targets, self.model.patch_embed.patch_size, self.num_classes,
                                self.cutmix_alpha)
             images, targets = mix.images, mix.targets
@@ -201,7 +208,7 @@ class AntiOversmoothingLoss(nn.Module):
             terms["cos"] = cosine_loss(h, self.cos_form)
         if self.enabled["contrastive"]:
             terms["contrastive"] = patch_contrastive_loss(feats["first"][:, -self.num_patches:], h, self.negatives)
-        if mix is not None:
+        if self.enabled["mixing"]:
             terms["mixing"] = patch_mixing_loss(self.patch_head(h), mix.patch_targets)
         total = terms["ce"] + sum(self.weights[k] * v for k, v in terms.items() if k != "ce")
         return total, terms
