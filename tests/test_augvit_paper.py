@@ -262,3 +262,26 @@ def test_beyond_identity_covers_every_augmented_shortcut_variant():
         assert verdict.verdict == "fails", row
         assert {str(c.lhs) for c in verdict.checks if c.verdict == "fails"} == \
             {f"ablations.{row}.div_d", f"ablations.{row}.div_c"}
+
+
+# ---------------------------------------------------------------- the regime pilot's reader
+
+def test_pilot_diversity_reads_the_model_a_finished_run_trained(dirs, capsys):
+    """It loads the run's own final checkpoint: the last-block CosSim it measures on the run's evaluation
+    images is the one the run's own probe recorded (over-smoothing's Figure 2 DeiT, a tiny smoke run)."""
+    import json
+
+    from papers.augvit import pilot_diversity
+    from repro.cli import main
+
+    assert main(["reproduce", "paper=oversmoothing", "scale=tiny", "tables=[figure2]", "shard=1", "num_shards=3",
+                 "data=synthetic", "data.max_per_class=8", "data.test_max_per_class=4", "recipe.batch_size=8",
+                 "recipe.epochs=1", "report=false", "runtime.progress=false"]) == 0
+    (path,) = (dirs["results"] / "oversmoothing" / "tiny" / "records").glob("figure2-deit-*.json")
+    record = json.loads(path.read_text())
+    got = pilot_diversity.read(path)
+    assert got["depth"] == 24 and got["cossim_last"] == pytest.approx(record["metrics"]["cossim_last"], abs=1e-5)
+    assert got["ratio_last"] > 0 and 0 < got["relative_last"] <= 1
+    capsys.readouterr()
+    assert pilot_diversity.main([str(dirs["results"] / "missing.json")]) == 2
+    assert "error:" in capsys.readouterr().err
