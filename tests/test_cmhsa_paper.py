@@ -93,8 +93,39 @@ def test_full_scale_is_appendix_b():
             attn.blocks[0].mlp.fc1.out_features, attn.global_pool) == (6, 9, 768, 768, 3072, "avg")
 
 
+def test_cpu_scale_is_the_papers_depth_at_patch_4():
+    """cpu (issue #28): CMHSA's 6 layers with 9 heads of P*P*C = 48 on an 8x8 grid, the baselines twice as
+    deep at the same width; the training transfer's bias scale is the 8x8 grid's, and the conv phase's
+    trained kernels carry over to the attention model the run builds (Theorem 1 at patch 4, K <= 2P + 1)."""
+    from repro.models.transfer import conv_to_mhsa
+    from repro.probes.conv_theorems import model_transfer_gap
+    specs = build_specs(composed("cpu"))
+    train = [s for s in specs if s.kind == "train"]
+    assert {s.config["model"]["kwargs"]["depth"] for s in train} == {6}
+    assert {s.config["data"]["fraction"] for s in train} == {0.2}
+    c = experiments.bias_scale(32, 4)
+    assert {s.config["init"]["kwargs"]["scale"] for s in train if s.config.get("init")} == {c, experiments.EXACT_SCALE}
+    conv_spec = next(s for s in train if s.name == "phase1" and s.cell["row"] == "cmhsa5")
+    attn_spec = next(s for s in train if s.name == "phase2" and s.cell["row"] == "cmhsa5")
+    conv = timm.create_model(conv_spec.config["model"]["name"], num_classes=10, **conv_spec.config["model"]["kwargs"])
+    attn = timm.create_model(attn_spec.config["model"]["name"], num_classes=10, **attn_spec.config["model"]["kwargs"])
+    assert (len(attn.blocks), attn.blocks[0].attn.num_heads, attn.blocks[0].attn.head_dim, attn.embed_dim,
+            attn.patch_embed.grid_size) == (6, 9, 48, 48, (8, 8))
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in conv.parameters():
+            p.add_(0.1 * torch.randn(p.shape, generator=gen))
+    conv_to_mhsa(conv, attn_model=attn, **experiments.transfer_kwargs("cpu", "exact"))
+    with torch.no_grad():  # exact where a block's receptive field is inside the image: 6x6, 4x4, 2x2 patches
+        rows = model_transfer_gap(conv, attn, torch.randn(4, 3, 32, 32, generator=gen))
+    assert [r["interior_patches"] for r in rows[:4]] == [36, 16, 4, 0]
+    assert all(r["interior_max_err"] < 1e-5 for r in rows[:3])
+    base = experiments.timing("cpu")[0].config["timing"]["reference"]  # ViT-base: every time column's unit
+    assert base["model"]["kwargs"] == {"patch_size": 4, "depth": 12, "embed_dim": 48, "num_heads": 12}
+
+
 def test_training_bias_scale_puts_ninety_percent_on_the_target():
-    for img, patch in ((32, 8), (224, 16)):
+    for img, patch in ((32, 4), (32, 8), (224, 16)):
         n = (img // patch) ** 2
         c = experiments.bias_scale(img, patch)
         assert math.exp(c) / (math.exp(c) + n - 1) == pytest.approx(0.9, abs=2e-3)
