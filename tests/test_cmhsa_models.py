@@ -126,6 +126,14 @@ def test_whole_model_transfer_interior(k):
     assert err[:, inside].max() < 1e-5 and err[:, ~inside].max() > 1e-3
 
 
+def test_whole_model_transfer_stays_on_the_models_device():
+    """The transfer builds its index tensors where the weights are: on CUDA the first GPU campaign failed
+    with a cuda/cpu mix. The meta device stands in for any device but the CPU (it rejects the mix too)."""
+    conv = conv_phase_vit(3, img_size=16, patch_size=4, in_chans=2, depth=2, num_classes=5).to("meta")
+    attn = conv_to_mhsa(conv)
+    assert {p.device.type for p in attn.parameters()} == {"meta"}
+
+
 def test_two_block_model_interior_shrinks_by_depth():
     conv = _perturbed(conv_phase_vit(3, img_size=24, patch_size=4, in_chans=1, depth=2, num_classes=3), 11)
     attn = conv_to_mhsa(conv)

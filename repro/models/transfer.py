@@ -114,8 +114,8 @@ def conv_patch_blocks(weight: torch.Tensor, patch_size: int, radius: int) -> tor
     """
     c_out, c_in, k, _ = weight.shape
     p, r = patch_size, k // 2
-    span = torch.arange(-radius, radius + 1)
-    pos = torch.arange(p)
+    span = torch.arange(-radius, radius + 1, device=weight.device)  # on the weight's device (CUDA runs)
+    pos = torch.arange(p, device=weight.device)
     # tap[d, p_out, q_in] = d*P + q_in - p_out + K//2, the same arithmetic for rows and columns
     tap = span[:, None, None] * p + pos[None, None, :] - pos[None, :, None] + r
     valid = (tap >= 0) & (tap < k)
