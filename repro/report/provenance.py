@@ -146,29 +146,37 @@ def _params(records: list[dict]) -> str:
     return f"{lo} params" if lo == hi else f"{lo}-{hi} params"
 
 
+def _shape(configs: list[dict]) -> str:
+    arch = [_architecture(c) for c in configs]
+    return ", ".join(f"{label} {_joined(a.get(k) for a in arch)}" for k, label in
+                     (("depth", "depth"), ("embed_dim", "width"), ("num_heads", "heads"), ("patch_size", "patch"))
+                     if any(a.get(k) is not None for a in arch))
+
+
+def _seeds(records: list[dict]) -> str:
+    cells = Counter((r.get("table"), json_key(r.get("cell")), r.get("run_id", "").rsplit("-s", 1)[0]) for r in records)
+    seeds = _joined(cells.values())
+    return f"{seeds} seed{'s' if seeds != '1' else ''}"
+
+
 def setting(records: list[dict]) -> str:
     """One scale's training in words a reader cannot miss: 'depth 6, width 96/108, 6/9 heads, patch 4
     (0.68M-0.9M params); 10 epochs at full data (x 1/f on a fraction f); CIFAR-10 (JPEG q75) (32 px); 3 seeds'.
-    Why: a training verdict is a statement about this setting, so every verdict carries it."""
+    Why: a training verdict is a statement about this setting, so every verdict carries it. A scale with
+    probes alone (e.g. a campaign not started) says so, with its seeds per cell."""
     train = [r for r in records if r.get("kind", "train") == "train" and as_dict(r.get("config")).get("model")]
     if not train:
-        return "probes only (no training)"
+        return f"probes only (no training); {_seeds(records)}" if records else "probes only (no training)"
     configs = [as_dict(r.get("config")) for r in train]
-    arch = [_architecture(c) for c in configs]
-    shape = ", ".join(f"{label} {_joined(a.get(k) for a in arch)}" for k, label in
-                      (("depth", "depth"), ("embed_dim", "width"), ("num_heads", "heads"), ("patch_size", "patch"))
-                      if any(a.get(k) is not None for a in arch))
+    shape = _shape(configs)
     params = _params(train)
     recipe = [as_dict(c.get("recipe")) for c in configs]
     epochs = f"{_joined(r.get('epochs') for r in recipe)} epochs"
     if any(as_dict(c.get("data")).get("fraction", 1) < 1 for c in configs) and any(
             r.get("scale_epochs_with_fraction") for r in recipe):
         epochs += " at full data (x 1/f on a fraction f)"
-    cells = Counter((r.get("table"), json_key(r.get("cell")), r.get("run_id", "").rsplit("-s", 1)[0]) for r in train)
-    seeds = _joined(cells.values())
     data = "; ".join(sorted({data_label(c) for c in configs}))
-    return "; ".join(x for x in (f"{shape} ({params})" if params else shape, epochs, data,
-                                 f"{seeds} seed{'s' if seeds != '1' else ''}") if x)
+    return "; ".join(x for x in (f"{shape} ({params})" if params else shape, epochs, data, _seeds(train)) if x)
 
 
 def json_key(x) -> str:
