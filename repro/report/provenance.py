@@ -146,13 +146,6 @@ def _params(records: list[dict]) -> str:
     return f"{lo} params" if lo == hi else f"{lo}-{hi} params"
 
 
-def _shape(configs: list[dict]) -> str:
-    arch = [_architecture(c) for c in configs]
-    return ", ".join(f"{label} {_joined(a.get(k) for a in arch)}" for k, label in
-                     (("depth", "depth"), ("embed_dim", "width"), ("num_heads", "heads"), ("patch_size", "patch"))
-                     if any(a.get(k) is not None for a in arch))
-
-
 def _seeds(records: list[dict]) -> str:
     cells = Counter((r.get("table"), json_key(r.get("cell")), r.get("run_id", "").rsplit("-s", 1)[0]) for r in records)
     seeds = _joined(cells.values())
@@ -168,7 +161,10 @@ def setting(records: list[dict]) -> str:
     if not train:
         return f"probes only (no training); {_seeds(records)}" if records else "probes only (no training)"
     configs = [as_dict(r.get("config")) for r in train]
-    shape = _shape(configs)
+    arch = [_architecture(c) for c in configs]
+    shape = ", ".join(f"{label} {_joined(a.get(k) for a in arch)}" for k, label in
+                      (("depth", "depth"), ("embed_dim", "width"), ("num_heads", "heads"), ("patch_size", "patch"))
+                      if any(a.get(k) is not None for a in arch))
     params = _params(train)
     recipe = [as_dict(c.get("recipe")) for c in configs]
     epochs = f"{_joined(r.get('epochs') for r in recipe)} epochs"
