@@ -112,227 +112,282 @@ def train(spec: RunSpec, rt: Runtime, stop_at: int | None = None) -> Result:
 
     On SIGTERM (or after ``stop_at`` optimizer steps) it checkpoints where it is and raises
     preempt.Preempted; run again, it resumes there."""
-    wall0 = time.perf_counter()
-    cfg, recipe, d = spec.config, spec.config["recipe"], rt.dist
-    out_dir = run_dir(spec)
-    if rt.persist and d.is_main:  # also when a probe retrains a source whose run dir is gone (fresh clone)
-        out_dir.mkdir(parents=True, exist_ok=True)
-    ckpt_path = out_dir / "last.pt"
-    set_determinism(rt)
+    run = _Run(spec, rt, stop_at)
+    for epoch in range(run.start_epoch, run.epochs):
+        if run.max_steps and run.step >= run.max_steps:
+            break
+        if not run.train_epoch(epoch):  # a non-finite loss
+            break
+        run.end_epoch(epoch)
+    return run.result()
+
+
+class _Run:
+    """One run's state, from setup (fresh or from its checkpoint) to its Result: what ``train`` loops over."""
+
+    def __init__(self, spec: RunSpec, rt: Runtime, stop_at: int | None):
+        self.wall0 = time.perf_counter()
+        self.spec, self.rt, self.stop_at, self.d = spec, rt, stop_at, rt.dist
+        self.cfg, self.recipe = spec.config, spec.config["recipe"]
+        self.out_dir = run_dir(spec)
+        if rt.persist and self.d.is_main:  # also when a probe retrains a source whose run dir is gone (fresh clone)
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.ckpt_path = self.out_dir / "last.pt"
+        set_determinism(rt)
+        random_seed(spec.seed)
+        state = checkpoint.load(self.ckpt_path, spec.fingerprint) if rt.persist else None
+        self._build(state is not None)
+        self.start_epoch, self.step, self.history, self.diverged_step = 0, 0, [], None
+        self.spent = {"wall_s": 0.0, "train_s": 0.0, "images": 0}
+        self.partial = {}  # a stopped epoch's progress: batches done, running sums, seconds
+        if state is not None:
+            self._restore(state)
+        else:
+            random_seed(spec.seed, self.d.rank)
+        self.train_model = self._wrap()
+        self.probe_images = self.data.test.sample(rt.probe_batch) if self.probes else None
+        self.last_save = time.perf_counter()
+        self.bar = tqdm(total=self.total_steps, initial=min(self.step, self.total_steps), desc=spec.run_id,
+                        leave=False, dynamic_ncols=True, disable=None if rt.progress and self.d.is_main else True)
+        self.tb = TensorBoard(self.out_dir / "tb", rt.tensorboard and self.d.is_main and rt.persist)
 
     # ---- setup
-    random_seed(spec.seed)
-    state = checkpoint.load(ckpt_path, spec.fingerprint) if rt.persist else None
-    data = build_data(cfg["data"], recipe, seed=spec.seed, rank=d.rank, world=d.world_size,
-                      device=d.device, num_workers=rt.num_workers)
-    model = create_model(cfg, data.num_classes).to(d.device)
-    source, switch = source_spec(spec), {}
-    if source is not None and state is None:  # a resumed run's checkpoint already holds trained weights
-        src_model = init_from_source(model, spec, data.num_classes, d.device, trained=rt.persist)
-        if source.config["data"].get("img_size") == cfg["data"].get("img_size"):  # else a fine-tune elsewhere
-            switch = switch_metrics(src_model, model, data.test, d)
-        del src_model
-    losses = build_losses(cfg.get("losses"), model)
-    probes = probe_list(cfg.get("probes"))
-    mixup = build_mixup(recipe, data.num_classes)
-    criterion = build_criterion(recipe, mixup)
-    objective = build_objective(cfg.get("objective"), model, criterion, data.num_classes)
-    if objective is not None:
-        if losses:
-            raise ConfigError("config sets both 'objective' and 'losses': extra loss terms read the engine's "
-                              "own logits, which an objective replaces; compute them inside the objective")
-        objective.to(d.device)
-    ema = build_ema(model, recipe)
-    optimizer = build_optimizer(model, recipe, extra=objective)
-    epochs, steps_per_epoch = run_epochs(recipe, cfg["data"]), data.train.steps_per_epoch
-    max_steps = int(recipe.get("max_steps") or 0)
-    total_steps = min(epochs * steps_per_epoch, max_steps or epochs * steps_per_epoch)
-    scheduler = build_scheduler(optimizer, recipe, epochs, steps_per_epoch)
-    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(rt.amp) if d.device.type == "cuda" else None
-    scaler = torch.amp.GradScaler("cuda", enabled=amp_dtype is torch.float16)
-    clip = recipe.get("clip_grad")
-    eval_every = int(recipe.get("eval_every") or 0)
+    def _build(self, resuming: bool) -> None:
+        """Data, model (from its source run when fresh), loss terms, probes, optimiser and schedule."""
+        cfg, recipe, d, spec = self.cfg, self.recipe, self.d, self.spec
+        self.data = build_data(cfg["data"], recipe, seed=spec.seed, rank=d.rank, world=d.world_size,
+                               device=d.device, num_workers=self.rt.num_workers)
+        self.model = create_model(cfg, self.data.num_classes).to(d.device)
+        self.source, self.switch = source_spec(spec), {}
+        if self.source is not None and not resuming:  # a resumed run's checkpoint already holds trained weights
+            src_model = init_from_source(self.model, spec, self.data.num_classes, d.device, trained=self.rt.persist)
+            if self.source.config["data"].get("img_size") == cfg["data"].get("img_size"):  # else a fine-tune
+                self.switch = switch_metrics(src_model, self.model, self.data.test, d)
+            del src_model
+        self.losses = build_losses(cfg.get("losses"), self.model)
+        self.probes = probe_list(cfg.get("probes"))
+        self.mixup = build_mixup(recipe, self.data.num_classes)
+        self.criterion = build_criterion(recipe, self.mixup)
+        self.objective = build_objective(cfg.get("objective"), self.model, self.criterion, self.data.num_classes)
+        if self.objective is not None:
+            if self.losses:
+                raise ConfigError("config sets both 'objective' and 'losses': extra loss terms read the engine's "
+                                  "own logits, which an objective replaces; compute them inside the objective")
+            self.objective.to(d.device)
+        self.ema = build_ema(self.model, recipe)
+        self.optimizer = build_optimizer(self.model, recipe, extra=self.objective)
+        self.epochs, self.steps_per_epoch = run_epochs(recipe, cfg["data"]), self.data.train.steps_per_epoch
+        self.max_steps = int(recipe.get("max_steps") or 0)
+        self.total_steps = min(self.epochs * self.steps_per_epoch, self.max_steps or self.epochs * self.steps_per_epoch)
+        self.scheduler = build_scheduler(self.optimizer, recipe, self.epochs, self.steps_per_epoch)
+        self.amp_dtype = ({"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.rt.amp)
+                          if d.device.type == "cuda" else None)
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp_dtype is torch.float16)
+        self.clip, self.eval_every = recipe.get("clip_grad"), int(recipe.get("eval_every") or 0)
+        self.global_batch = int(recipe["batch_size"])
 
-    start_epoch, step, history = 0, 0, []
-    spent = {"wall_s": 0.0, "train_s": 0.0, "images": 0}
-    partial = {}  # a stopped epoch's progress: batches done, running sums, seconds
-    if state is not None:
-        checkpoint.restore_module(model, state["model"], ckpt_path)
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        scaler.load_state_dict(state["scaler"])
-        if ema is not None:
-            checkpoint.restore_module(ema, state["ema"], ckpt_path)
-        if objective is not None:
-            checkpoint.restore_module(objective, state["objective"], ckpt_path)
+    def _restore(self, state: dict) -> None:
+        """Weights, optimiser, schedule, RNG and progress from the run's checkpoint."""
+        checkpoint.restore_module(self.model, state["model"], self.ckpt_path)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.scaler.load_state_dict(state["scaler"])
+        if self.ema is not None:
+            checkpoint.restore_module(self.ema, state["ema"], self.ckpt_path)
+        if self.objective is not None:
+            checkpoint.restore_module(self.objective, state["objective"], self.ckpt_path)
         rngs = state["rng"]
-        rng = rngs[d.rank] if len(rngs) == d.world_size else rngs[0]
-        checkpoint.set_rng_state(rng)
-        start_epoch, step, history, spent = state["epoch"], state["step"], state["history"], state["spent"]
-        switch = state.get("switch") or {}
-        partial = state.get("partial") or {}
-    else:
-        random_seed(spec.seed, d.rank)
+        self.rng = rngs[self.d.rank] if len(rngs) == self.d.world_size else rngs[0]
+        checkpoint.set_rng_state(self.rng)
+        self.start_epoch, self.step, self.history = state["epoch"], state["step"], state["history"]
+        self.spent, self.switch = state["spent"], state.get("switch") or {}
+        self.partial = state.get("partial") or {}
 
-    train_model = model if objective is None else ObjectiveStep(model, objective)
-    if d.world_size > 1:
-        train_model = DistributedDataParallel(train_model,
-                                              device_ids=[d.device.index] if d.device.type == "cuda" else None)
-    if rt.compile:
-        # Dynamo reuses a compiled graph for every later run of the same architecture in this process
-        # (measured: the first run compiles, the next ones start at once); Inductor's on-disk cache spares
-        # other processes most of the work, kept beside the runs (a shared cache dir serves every node)
-        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_root() / "inductor"))
-        train_model = torch.compile(train_model)
-
-    probe_images = None
-    if probes:
-        probe_images = data.test.sample(rt.probe_batch)
-
-    def probe_ctx(epoch: int) -> ProbeContext:
-        return ProbeContext(cfg, d.device, probe_images[0], probe_images[1], epoch, step, list(history), spec)
-
-    def save(next_epoch: int, **progress) -> None:
-        """Checkpoint (every rank gathers its RNG state; rank 0 writes). ``progress``: a stopped epoch's."""
-        rngs = _gather_rng(d)
-        if d.is_main:
-            checkpoint.save(ckpt_path, {
-                "fingerprint": spec.fingerprint, "run_id": spec.run_id, "epoch": next_epoch, "step": step,
-                "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(),
-                "ema": ema.state_dict() if ema is not None else None,
-                "objective": objective.state_dict() if objective is not None else None, "rng": rngs,
-                "history": history, "spent": dict(spent, wall_s=spent["wall_s"] + time.perf_counter() - wall0),
-                "switch": switch, "partial": progress})
-
-    def stopped(where: str) -> preempt.Preempted:
-        what = f"checkpointed at step {step} ({where})" if rt.persist else f"stopped at step {step}"
-        why = preempt.cause() or f"stop_at={stop_at}"
-        return preempt.Preempted(f"{why}: {spec.run_id} {what}; run the same command again to resume it")
+    def _wrap(self):
+        """The module the loop calls: the model (or model + objective), under DDP and torch.compile if asked."""
+        d = self.d
+        train_model = self.model if self.objective is None else ObjectiveStep(self.model, self.objective)
+        if d.world_size > 1:
+            train_model = DistributedDataParallel(train_model,
+                                                  device_ids=[d.device.index] if d.device.type == "cuda" else None)
+        if self.rt.compile:
+            # Dynamo reuses a compiled graph for every later run of the same architecture in this process
+            # (measured: the first run compiles, the next ones start at once); Inductor's on-disk cache spares
+            # other processes most of the work, kept beside the runs (a shared cache dir serves every node)
+            os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_root() / "inductor"))
+            train_model = torch.compile(train_model)
+        return train_model
 
     # ---- loop
-    last_save = time.perf_counter()
-    bar = tqdm(total=total_steps, initial=min(step, total_steps), desc=spec.run_id, leave=False,
-               dynamic_ncols=True, disable=None if rt.progress and d.is_main else True)
-    tb = TensorBoard(out_dir / "tb", rt.tensorboard and d.is_main and rt.persist)
-    status, diverged_step = "finished", None
-    global_batch = int(recipe["batch_size"])
-    for epoch in range(start_epoch, epochs):
-        if max_steps and step >= max_steps:
-            break
-        model.train()
-        t_epoch = time.perf_counter() - partial.get("seconds", 0.0)
-        loss_sum, n_loss, window = partial.get("loss_sum", 0.0), partial.get("n_loss", 0), []
-        epoch_steps, term_sums = partial.get("steps", 0), dict(partial.get("term_sums") or {})
-        batches = data.train.epoch(epoch)
-        if partial:  # a stopped epoch: draw its trained batches again and drop them; their augmentation
-            for _ in itertools.islice(batches, epoch_steps):  # drew from the global RNG too, so reset it
-                pass
-            checkpoint.set_rng_state(rng)
-            partial = {}
-        for x, y in batches:
-            targets = y
-            if mixup is not None:
-                x, targets = mixup(x, y)
-            with torch.autocast(d.device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-                if objective is None:
-                    logits = train_model(x)
-                    loss = criterion(logits, targets)
-                    for t in losses:
-                        loss = loss + t.weight * t.term(x, targets, logits)
-                else:
-                    loss, terms = train_model(x, targets)
-                    for k, v in terms.items():  # summed on the device: no host sync per step
-                        term_sums[k] = term_sums.get(k, 0.0) + v.detach().float()
-            optimizer.zero_grad(set_to_none=True)
-            scaler.scale(loss).backward()
-            if clip:
-                scaler.unscale_(optimizer)
-                trained = [p for g in optimizer.param_groups for p in g["params"]]  # model and objective
-                torch.nn.utils.clip_grad_norm_(trained, float(clip))
-            scaler.step(optimizer)
-            scaler.update()
-            step += 1
-            epoch_steps += 1
-            if ema is not None:
-                ema.update(model, step=step)
-            scheduler.step_update(num_updates=step)
-            window.append(loss.detach().float())
-            bar.update()
-            done = bool(max_steps) and step >= max_steps
-            if len(window) >= rt.check_every or done:
-                diverged_step = _first_nonfinite(window, step, d)
-                if diverged_step is not None:
-                    break
-                loss_sum, n_loss, window = loss_sum + torch.stack(window).sum().item(), n_loss + len(window), []
-                if not done and _stop(step, stop_at, d):
-                    if rt.persist:
-                        save(epoch, steps=epoch_steps, loss_sum=loss_sum, n_loss=n_loss,
-                             term_sums={k: float(v) for k, v in term_sums.items()},
-                             seconds=time.perf_counter() - t_epoch)
-                    barrier(d)
-                    raise stopped(f"epoch {epoch + 1}, batch {epoch_steps} of {steps_per_epoch}")
+    def train_epoch(self, epoch: int) -> bool:
+        """One epoch of optimizer steps (the rest of it, when resumed mid-epoch); False if the loss went non-finite."""
+        self.model.train()
+        p = self.partial
+        self.tally = {"t0": time.perf_counter() - p.get("seconds", 0.0), "loss_sum": p.get("loss_sum", 0.0),
+                      "n_loss": p.get("n_loss", 0), "steps": p.get("steps", 0),
+                      "term_sums": dict(p.get("term_sums") or {})}
+        window = []
+        for x, y in self._batches(epoch):
+            window.append(self._step(x, y))
+            done = bool(self.max_steps) and self.step >= self.max_steps
+            if len(window) >= self.rt.check_every or done:
+                if not self._add(window):
+                    return False
+                window = []
+                if not done and _stop(self.step, self.stop_at, self.d):
+                    self._stop_mid_epoch(epoch)
             if done:
                 break
-        if diverged_step is None and window:
-            diverged_step = _first_nonfinite(window, step, d)
-            loss_sum, n_loss = loss_sum + torch.stack(window).sum().item(), n_loss + len(window)
-        if diverged_step is not None:
-            status = "diverged"
-            break
-        scheduler.step(epoch + 1)
-        if d.device.type == "cuda":
-            torch.cuda.synchronize(d.device)
-        epoch_s = time.perf_counter() - t_epoch
-        spent["train_s"] += epoch_s
-        spent["images"] += epoch_steps * global_batch
-        row = {"epoch": epoch, "step": step, "train_loss": loss_sum / max(1, n_loss),
-               "lr": optimizer.param_groups[0]["lr"], "epoch_s": epoch_s,
-               "images_per_s": epoch_steps * global_batch / max(epoch_s, 1e-9)}
-        row.update({f"loss_{k}": float(v) / max(1, epoch_steps) for k, v in term_sums.items()})
-        last = epoch == epochs - 1 or (bool(max_steps) and step >= max_steps)
-        if last or (eval_every and (epoch + 1) % eval_every == 0):
-            row.update(evaluate(model, data.test, d, amp_dtype))
-            if ema is not None:
-                row.update(evaluate(ema.module, data.test, d, amp_dtype, prefix="ema_"))
-        if probes and d.is_main:
-            row.update(run_probes(probes, model, probe_ctx(epoch), epoch_end=True))
-        history.append(_jsonable(row))
-        if d.is_main:
-            bar.write(summary_line(spec.run_id, row, epochs))
-        stop = not last and _stop(step, stop_at, d)  # SIGTERM during evaluation or probes
-        due = last or stop or time.perf_counter() - last_save >= rt.checkpoint_every_s
-        if d.is_main and rt.persist:
-            write_csv(out_dir / "log.csv", history)
-            tb.log(history[-1])
-        if rt.persist and any_rank(due, d):  # every rank takes part in gathering the RNG states: agree first
-            save(epoch + 1)
-            last_save = time.perf_counter()
-        barrier(d)
+        return self._add(window) if window else True
+
+    def _batches(self, epoch: int):
+        batches = self.data.train.epoch(epoch)
+        if self.partial:  # a stopped epoch: draw its trained batches again and drop them; their augmentation
+            for _ in itertools.islice(batches, self.tally["steps"]):  # drew from the global RNG too, so reset it
+                pass
+            checkpoint.set_rng_state(self.rng)
+            self.partial = {}
+        return batches
+
+    def _step(self, x, y) -> torch.Tensor:
+        """One optimizer step on a batch; returns its loss, still on the device (no host sync)."""
+        targets = y
+        if self.mixup is not None:
+            x, targets = self.mixup(x, y)
+        with torch.autocast(self.d.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
+            if self.objective is None:
+                logits = self.train_model(x)
+                loss = self.criterion(logits, targets)
+                for t in self.losses:
+                    loss = loss + t.weight * t.term(x, targets, logits)
+            else:
+                loss, terms = self.train_model(x, targets)
+                sums = self.tally["term_sums"]
+                for k, v in terms.items():  # summed on the device: no host sync per step
+                    sums[k] = sums.get(k, 0.0) + v.detach().float()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scaler.scale(loss).backward()
+        if self.clip:
+            self.scaler.unscale_(self.optimizer)
+            trained = [p for g in self.optimizer.param_groups for p in g["params"]]  # model and objective
+            torch.nn.utils.clip_grad_norm_(trained, float(self.clip))
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.step += 1
+        self.tally["steps"] += 1
+        if self.ema is not None:
+            self.ema.update(self.model, step=self.step)
+        self.scheduler.step_update(num_updates=self.step)
+        self.bar.update()
+        return loss.detach().float()
+
+    def _add(self, window: list) -> bool:
+        """Add a window of step losses to the epoch's sum; False (and where) if one is non-finite."""
+        self.diverged_step = _first_nonfinite(window, self.step, self.d)
+        if self.diverged_step is not None:
+            return False
+        self.tally["loss_sum"] += torch.stack(window).sum().item()
+        self.tally["n_loss"] += len(window)
+        return True
+
+    def _stop_mid_epoch(self, epoch: int):
+        t = self.tally
+        if self.rt.persist:
+            self.save(epoch, steps=t["steps"], loss_sum=t["loss_sum"], n_loss=t["n_loss"],
+                      term_sums={k: float(v) for k, v in t["term_sums"].items()}, seconds=time.perf_counter() - t["t0"])
+        barrier(self.d)
+        raise self._stopped(f"epoch {epoch + 1}, batch {t['steps']} of {self.steps_per_epoch}")
+
+    # ---- evaluate, checkpoint
+    def end_epoch(self, epoch: int) -> None:
+        """Schedule, the epoch's row (evaluation when due, probes), logs and checkpoint; stops here on SIGTERM."""
+        self.scheduler.step(epoch + 1)
+        if self.d.device.type == "cuda":
+            torch.cuda.synchronize(self.d.device)
+        epoch_s = time.perf_counter() - self.tally["t0"]
+        self.spent["train_s"] += epoch_s
+        self.spent["images"] += self.tally["steps"] * self.global_batch
+        last = epoch == self.epochs - 1 or (bool(self.max_steps) and self.step >= self.max_steps)
+        self.history.append(_jsonable(self._row(epoch, epoch_s, evaluate_now=last or (
+            self.eval_every and (epoch + 1) % self.eval_every == 0))))
+        if self.d.is_main:
+            self.bar.write(summary_line(self.spec.run_id, self.history[-1], self.epochs))
+        stop = not last and _stop(self.step, self.stop_at, self.d)  # SIGTERM during evaluation or probes
+        due = last or stop or time.perf_counter() - self.last_save >= self.rt.checkpoint_every_s
+        if self.d.is_main and self.rt.persist:
+            write_csv(self.out_dir / "log.csv", self.history)
+            self.tb.log(self.history[-1])
+        if self.rt.persist and any_rank(due, self.d):  # every rank gathers its RNG state: agree first
+            self.save(epoch + 1)
+            self.last_save = time.perf_counter()
+        barrier(self.d)
         if stop:
-            raise stopped(f"end of epoch {epoch + 1}")
-    bar.close()
-    tb.close()
+            raise self._stopped(f"end of epoch {epoch + 1}")
+
+    def _row(self, epoch: int, epoch_s: float, evaluate_now: bool) -> dict:
+        t = self.tally
+        row = {"epoch": epoch, "step": self.step, "train_loss": t["loss_sum"] / max(1, t["n_loss"]),
+               "lr": self.optimizer.param_groups[0]["lr"], "epoch_s": epoch_s,
+               "images_per_s": t["steps"] * self.global_batch / max(epoch_s, 1e-9)}
+        row.update({f"loss_{k}": float(v) / max(1, t["steps"]) for k, v in t["term_sums"].items()})
+        if evaluate_now:
+            row.update(evaluate(self.model, self.data.test, self.d, self.amp_dtype))
+            if self.ema is not None:
+                row.update(evaluate(self.ema.module, self.data.test, self.d, self.amp_dtype, prefix="ema_"))
+        if self.probes and self.d.is_main:
+            row.update(run_probes(self.probes, self.model, self._probe_ctx(epoch), epoch_end=True))
+        return row
+
+    def _probe_ctx(self, epoch: int) -> ProbeContext:
+        images, labels = self.probe_images
+        return ProbeContext(self.cfg, self.d.device, images, labels, epoch, self.step, list(self.history), self.spec)
+
+    def save(self, next_epoch: int, **progress) -> None:
+        """Checkpoint (every rank gathers its RNG state; rank 0 writes). ``progress``: a stopped epoch's."""
+        rngs = _gather_rng(self.d)
+        if self.d.is_main:
+            checkpoint.save(self.ckpt_path, {
+                "fingerprint": self.spec.fingerprint, "run_id": self.spec.run_id, "epoch": next_epoch,
+                "step": self.step, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
+                "ema": self.ema.state_dict() if self.ema is not None else None,
+                "objective": self.objective.state_dict() if self.objective is not None else None, "rng": rngs,
+                "history": self.history,
+                "spent": dict(self.spent, wall_s=self.spent["wall_s"] + time.perf_counter() - self.wall0),
+                "switch": self.switch, "partial": progress})
+
+    def _stopped(self, where: str) -> preempt.Preempted:
+        what = f"checkpointed at step {self.step} ({where})" if self.rt.persist else f"stopped at step {self.step}"
+        why = preempt.cause() or f"stop_at={self.stop_at}"
+        return preempt.Preempted(f"{why}: {self.spec.run_id} {what}; run the same command again to resume it")
 
     # ---- result
-    wall_s = spent["wall_s"] + time.perf_counter() - wall0
-    metrics = {"epochs": epochs, "steps": step, "steps_per_epoch": steps_per_epoch,
-               "params": sum(p.numel() for p in model.parameters()), "history": history, **switch}
-    evaluated = [r for r in history if "top1" in r]
-    if evaluated:
-        metrics.update({k: v for k, v in evaluated[-1].items() if k.startswith(("top", "ema_", "eval_"))})
-        metrics["best_top1"] = max(r["top1"] for r in evaluated)
-    if history:
-        metrics.update({k: v for k, v in history[-1].items() if k == "train_loss" or k.startswith("loss_")})
-    if status == "diverged":
-        metrics["diverged_step"] = diverged_step
-    elif probes and d.is_main:
-        metrics.update(run_probes(probes, model, probe_ctx(epochs), epoch_end=False))
-    provenance = {"wall_s": wall_s, "train_s": spent["train_s"],
-                  "images_per_s": spent["images"] / spent["train_s"] if spent["train_s"] else None,
-                  "bf16": amp_dtype is torch.bfloat16, "amp": str(amp_dtype).replace("torch.", "") if amp_dtype else None,
-                  "compile": rt.compile, "deterministic": rt.deterministic, "data": data.info,
-                  "fingerprint": spec.fingerprint}
-    if source is not None:
-        provenance["init_from"] = source.run_id
-    return Result(status, _jsonable(metrics), provenance)
+    def result(self) -> Result:
+        """Final metrics (last evaluation, best top-1, end-of-run probes) and the run's provenance."""
+        self.bar.close()
+        self.tb.close()
+        history, status = self.history, "finished" if self.diverged_step is None else "diverged"
+        metrics = {"epochs": self.epochs, "steps": self.step, "steps_per_epoch": self.steps_per_epoch,
+                   "params": sum(p.numel() for p in self.model.parameters()), "history": history, **self.switch}
+        evaluated = [r for r in history if "top1" in r]
+        if evaluated:
+            metrics.update({k: v for k, v in evaluated[-1].items() if k.startswith(("top", "ema_", "eval_"))})
+            metrics["best_top1"] = max(r["top1"] for r in evaluated)
+        if history:
+            metrics.update({k: v for k, v in history[-1].items() if k == "train_loss" or k.startswith("loss_")})
+        if status == "diverged":
+            metrics["diverged_step"] = self.diverged_step
+        elif self.probes and self.d.is_main:
+            metrics.update(run_probes(self.probes, self.model, self._probe_ctx(self.epochs), epoch_end=False))
+        return Result(status, _jsonable(metrics), self._provenance())
+
+    def _provenance(self) -> dict:
+        spent, amp = self.spent, self.amp_dtype
+        provenance = {"wall_s": spent["wall_s"] + time.perf_counter() - self.wall0, "train_s": spent["train_s"],
+                      "images_per_s": spent["images"] / spent["train_s"] if spent["train_s"] else None,
+                      "bf16": amp is torch.bfloat16, "amp": str(amp).replace("torch.", "") if amp else None,
+                      "compile": self.rt.compile, "deterministic": self.rt.deterministic, "data": self.data.info,
+                      "fingerprint": self.spec.fingerprint}
+        if self.source is not None:
+            provenance["init_from"] = self.source.run_id
+        return provenance
