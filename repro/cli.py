@@ -210,7 +210,6 @@ def reproduce(cfg: DictConfig) -> int:
     status = ddp.from_main(status, d)  # every rank skips and runs the same runs
     rt = _runtime(c, d)
     say = print if d.is_main else (lambda *a, **k: None)
-    failures: list[RunSpec] = []  # runs that crashed (recorded as failed)
     if int(c.get("num_shards") or 1) > 1:
         say = _prefixed(say, f"shard {c['shard']}/{c['num_shards']}")
     done = sum(v in DONE for v in status.values())
@@ -219,13 +218,24 @@ def reproduce(cfg: DictConfig) -> int:
     if done and not c.get("force"):
         say(f"  runs with a record (e.g. the committed results) are skipped; to measure them again use force=true "
             f"(FORCE=1 with make), or a fresh folder: REPRO_RESULTS_DIR=<dir> (now {records.results_root()})")
+    failures = _run_specs(specs, status, bool(c.get("force")), rt, d, say)
+    if d.is_main and c.get("report", True):
+        _build_report(c["paper"])
+    ddp.teardown()
+    if failures:
+        raise RunsFailed(_failures_line(failures))
+    return 0
+
+
+def _run_specs(specs: list[RunSpec], status: dict, force: bool, rt, d, say) -> list[RunSpec]:
+    """Run, in order, each spec without a record (all with ``force``); returns those that crashed (recorded failed)."""
     finished = {}  # fingerprint -> run id of a finished record: a run another table asked for already
     for s in specs:
         if status[s.run_id] == "finished":
             finished.setdefault(s.fingerprint, s.run_id)
-    force = bool(c.get("force"))
     todo = [s.run_id for s in specs if force or status[s.run_id] not in DONE]  # what this command will run
     took: list[float] = []  # wall seconds of each run this command executed
+    failures: list[RunSpec] = []
     for i, s in enumerate(specs, 1):
         tag, st = f"[{i}/{len(specs)}]", status[s.run_id]
         if st in DONE and not force:
@@ -245,20 +255,14 @@ def reproduce(cfg: DictConfig) -> int:
                 who = locks.owner(run_dir(s) / locks.LOCK_NAME) or {}
                 say(f"{tag} skip {s.run_id}: another process holds it (pid {who.get('pid')} on {who.get('host')})")
                 continue
-            left = len(todo) - len(took)
             t0 = time.monotonic()
-            rec = _run_one(s, tag, rt, say, force, eta(took, left))
+            rec = _run_one(s, tag, rt, say, force, eta(took, len(todo) - len(took)))
             took.append(time.monotonic() - t0)
         if rec is None:
             failures.append(s)
         elif rec["status"] == "finished":
             finished.setdefault(s.fingerprint, s.run_id)
-    if d.is_main and c.get("report", True):
-        _build_report(c["paper"])
-    ddp.teardown()
-    if failures:
-        raise RunsFailed(_failures_line(failures))
-    return 0
+    return failures
 
 
 def _failures_line(failed: list[RunSpec]) -> str:
