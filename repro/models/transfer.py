@@ -135,6 +135,36 @@ def conv_layer_to_attention(conv: nn.Conv2d, attn: Attention, patch_size: int, s
                             bias_form: str = "one_hot", keep_qk: bool = False) -> Attention:
     """Overwrite ``attn`` (relpos ``Attention`` on a patch grid) so that it computes ``conv`` on the pixels
     behind its tokens (Theorem 1 construction; module docstring). Returns ``attn``."""
+    radius, offsets = _check_transfer(conv, attn, patch_size)
+    dim, hd, heads = attn.proj.out_features, attn.head_dim, attn.num_heads
+    inner = heads * hd
+    w_qkv = attn.qkv.weight  # rows: [q heads | k heads | v heads], each head hd rows
+    if not keep_qk:
+        w_qkv[: 2 * inner].zero_()
+    eye = torch.eye(dim, dtype=w_qkv.dtype, device=w_qkv.device)
+    v = w_qkv[2 * inner:].view(heads, hd, dim)
+    v.zero_()
+    v[:, :dim] = eye
+    if attn.qkv.bias is not None:
+        if not keep_qk:
+            attn.qkv.bias[: 2 * inner].zero_()
+        attn.qkv.bias[2 * inner:].zero_()
+
+    blocks = conv_patch_blocks(conv.weight.detach().to(attn.proj.weight), patch_size, radius)
+    proj = attn.proj.weight.view(dim, heads, hd)
+    proj.zero_()
+    proj[:, : len(offsets), :dim] = blocks.permute(1, 0, 2)
+    attn.proj.bias.copy_(conv.bias.detach().repeat(patch_size * patch_size) if conv.bias is not None
+                         else torch.zeros_like(attn.proj.bias))
+
+    table = offset_bias_table(offsets, attn.rel_pos.grid, heads, scale, bias_form)
+    attn.rel_pos.set_offset_table(table.to(attn.rel_pos.table))
+    return attn
+
+
+def _check_transfer(conv: nn.Conv2d, attn: Attention, patch_size: int) -> tuple[int, list[tuple[int, int]]]:
+    """The conditions of Theorem 1 on the pair, each failure one message saying what to build instead;
+    returns the neighbourhood radius in patches and the head offsets."""
     if type(attn) is TalkingHeadsAttention or not isinstance(attn, Attention):
         raise TypeError(f"transfer target must be a plain repro Attention, got {type(attn).__name__}")
     if attn.rel_pos is None:
@@ -162,30 +192,7 @@ def conv_layer_to_attention(conv: nn.Conv2d, attn: Attention, patch_size: int, s
                          f"{{-{radius}..{radius}}}^2 and needs {len(offsets)} heads (Theorem 1: "
                          f"(2*ceil((K-1)/(2P))+1)^2; 9 iff K <= 2P+1); the attention has {heads}: "
                          f"use num_heads >= {len(offsets)} or patch_size >= {k // 2}")
-
-    inner = heads * hd
-    w_qkv = attn.qkv.weight  # rows: [q heads | k heads | v heads], each head hd rows
-    if not keep_qk:
-        w_qkv[: 2 * inner].zero_()
-    eye = torch.eye(dim, dtype=w_qkv.dtype, device=w_qkv.device)
-    v = w_qkv[2 * inner:].view(heads, hd, dim)
-    v.zero_()
-    v[:, :dim] = eye
-    if attn.qkv.bias is not None:
-        if not keep_qk:
-            attn.qkv.bias[: 2 * inner].zero_()
-        attn.qkv.bias[2 * inner:].zero_()
-
-    blocks = conv_patch_blocks(conv.weight.detach().to(attn.proj.weight), patch_size, radius)
-    proj = attn.proj.weight.view(dim, heads, hd)
-    proj.zero_()
-    proj[:, : len(offsets), :dim] = blocks.permute(1, 0, 2)
-    attn.proj.bias.copy_(conv.bias.detach().repeat(patch_size * patch_size) if conv.bias is not None
-                         else torch.zeros_like(attn.proj.bias))
-
-    table = offset_bias_table(offsets, attn.rel_pos.grid, heads, scale, bias_form)
-    attn.rel_pos.set_offset_table(table.to(attn.rel_pos.table))
-    return attn
+    return radius, offsets
 
 
 def conv_to_mhsa(conv_model: VisionTransformer, attn_model: VisionTransformer | None = None,

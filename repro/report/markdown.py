@@ -129,8 +129,19 @@ CLAIM_HEADERS = ["claim", "text", "kind", "verdict", "statistic", "on the paper'
 
 def render(a: Assessment, figures: list[RenderedFigure], out_dir: Path) -> str:
     """The whole REPORT.md as a string (figure paths relative to out_dir)."""
-    cmp, verdicts = a.cmp, a.verdicts
-    p = cmp.paper
+    cmp = a.cmp
+    views = {(v.table.id, v.scale) for v in cmp.views}
+    loose = [f for f in figures if (f.spec.table, f.scale) not in views]
+    lines = [*_header(a, loose), *_runs_section(cmp), *_claims_section(a),
+             *[x for t in cmp.paper.tables for x in _table_section(cmp, t, figures, out_dir)]]
+    if loose:
+        lines += ["## Figures", "", *[x for f in loose for x in figure_lines(f, out_dir)]]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _header(a: Assessment, loose: list[RenderedFigure]) -> list[str]:
+    """Title, citation, how the report was built, the headline answer and the contents."""
+    p = a.cmp.paper
     bib = " · ".join(x for x in [", ".join(p.authors), p.venue, f"arXiv {p.arxiv}" if p.arxiv else "",
                                   p.code] if x)
     lines = [f"# {esc(p.title)}", "", esc(bib), "",
@@ -138,13 +149,17 @@ def render(a: Assessment, figures: list[RenderedFigure], out_dir: Path) -> str:
              "A number gets a delta and an agreement mark only where our protocol is the paper's (scale `full`, or "
              "the paper's own models at any scale); a claim gets holds/fails only where its scale is designed for "
              "it and the seeds can resolve it.", ""]
-    heads = [headline_text(h) for h in headline(cmp, verdicts, a.preconditions, a.settings)]
+    heads = [headline_text(h) for h in headline(a.cmp, a.verdicts, a.preconditions, a.settings)]
     if heads:
         lines += ["**Did it reproduce?**", "", *[f"- {esc(h)}" for h in heads], ""]
-    views = {(v.table.id, v.scale) for v in cmp.views}
-    toc = ["runs", *(["problems"] if cmp.problems else []), "claims", *[t.id for t in p.tables],
-           *(["figures"] if any((f.spec.table, f.scale) not in views for f in figures) else [])]
-    lines += ["Contents: " + " · ".join(f"[{x}](#{_anchor(x, p)})" for x in toc), "", "## Runs", ""]
+    toc = ["runs", *(["problems"] if a.cmp.problems else []), "claims", *[t.id for t in p.tables],
+           *(["figures"] if loose else [])]
+    return lines + ["Contents: " + " · ".join(f"[{x}](#{_anchor(x, p)})" for x in toc), ""]
+
+
+def _runs_section(cmp: Comparison) -> list[str]:
+    """Where, when, on what and at what cost the records were made; then any invalid records."""
+    lines = ["## Runs", ""]
     runs = describe(cmp.records, cmp.scales)
     if runs:
         lines += [_table([[r["scale"], r["runs"], ", ".join(f"{k} {v}" for k, v in r["status"].items()),
@@ -154,34 +169,37 @@ def render(a: Assessment, figures: list[RenderedFigure], out_dir: Path) -> str:
                          ["scale", "runs", "status", "data", "hardware", "commit", "versions", "started", "compute"]),
                   ""]
     else:
-        lines += [f"No records yet. Run `make reproduce PAPER={p.id}` to fill the tables.", ""]
+        lines += [f"No records yet. Run `make reproduce PAPER={cmp.paper.id}` to fill the tables.", ""]
     if cmp.problems:
         lines += ["## Problems", "", *[f"- **invalid:** {esc(x)}" for x in cmp.problems], ""]
-    lines += ["## Claims", ""]
-    if verdicts:
-        lines += [LEGEND, "", *scale_sections(verdicts, verdicts + a.preconditions, a.settings)]
-        if a.preconditions:
-            lines += ["### Preconditions: the paper's regime, measured", "",
-                      "A claim that requires a precondition is judged only where it is met (holds); elsewhere it is "
-                      "outside the paper's regime.", "",
-                      *scale_sections(a.preconditions, a.preconditions, a.settings, "####")]
-    else:
-        lines += ["No claims listed in paper.yaml.", ""]
-    for t in p.tables:
-        lines += [f"## {esc(t.id)}: {esc(t.caption)}", "", f"Source: {esc(t.source)}", ""]
-        if t.note:
-            lines += [f"Note: {esc(t.note)}", ""]
-        for view in (v for v in cmp.views if v.table is t):
-            body = view_lines(cmp, view) + [x for f in figures if (f.spec.table, f.scale) == (t.id, view.scale)
-                                            for x in figure_lines(f, out_dir)]
-            smoke = is_smoke(view.scale)
-            lines += ([f"<details><summary>{t.id} at scale {view.scale} (smoke)</summary>", ""] if smoke else []) + \
-                body + (["</details>", ""] if smoke else [])
-    views = {(v.table.id, v.scale) for v in cmp.views}
-    loose = [f for f in figures if (f.spec.table, f.scale) not in views]
-    if loose:
-        lines += ["## Figures", "", *[x for f in loose for x in figure_lines(f, out_dir)]]
-    return "\n".join(lines).rstrip() + "\n"
+    return lines
+
+
+def _claims_section(a: Assessment) -> list[str]:
+    """Verdicts per scale, then the preconditions that decide which of them speak for the paper."""
+    if not a.verdicts:
+        return ["## Claims", "", "No claims listed in paper.yaml.", ""]
+    lines = ["## Claims", "", LEGEND, "", *scale_sections(a.verdicts, a.verdicts + a.preconditions, a.settings)]
+    if a.preconditions:
+        lines += ["### Preconditions: the paper's regime, measured", "",
+                  "A claim that requires a precondition is judged only where it is met (holds); elsewhere it is "
+                  "outside the paper's regime.", "",
+                  *scale_sections(a.preconditions, a.preconditions, a.settings, "####")]
+    return lines
+
+
+def _table_section(cmp: Comparison, t, figures: list[RenderedFigure], out_dir: Path) -> list[str]:
+    """One paper table: its source, then each scale's view with that scale's figures; smoke views folded."""
+    lines = [f"## {esc(t.id)}: {esc(t.caption)}", "", f"Source: {esc(t.source)}", ""]
+    if t.note:
+        lines += [f"Note: {esc(t.note)}", ""]
+    for view in (v for v in cmp.views if v.table is t):
+        body = view_lines(cmp, view) + [x for f in figures if (f.spec.table, f.scale) == (t.id, view.scale)
+                                        for x in figure_lines(f, out_dir)]
+        if is_smoke(view.scale):
+            body = [f"<details><summary>{t.id} at scale {view.scale} (smoke)</summary>", "", *body, "</details>", ""]
+        lines += body
+    return lines
 
 
 def figure_lines(f: RenderedFigure, out_dir: Path) -> list[str]:
