@@ -52,21 +52,8 @@ class VisionTransformer(nn.Module):
                  attn_layer: Callable[[int, tuple[int, int]], nn.Module] | None = None,
                  dynamic_img_size: bool = False):
         super().__init__()
-        if attn not in ATTENTIONS:
-            raise ValueError(f"unknown attention {attn!r}; choose one of {ATTENTIONS} (GPSA via gpsa_layers)")
-        if global_pool not in POOLS:
-            raise ValueError(f"unknown global_pool {global_pool!r}; choose one of {POOLS}")
-        class_token = global_pool in ("token", "") if class_token is None else class_token
-        if global_pool == "token" and not class_token:
-            raise ValueError("global_pool='token' reads the class token: drop class_token=False or pool with 'avg'")
-        if not 0 <= gpsa_layers <= depth:
-            raise ValueError(f"gpsa_layers={gpsa_layers} must lie in [0, depth={depth}]; pass gpsa_layers with depth")
-        if gpsa_layers == depth and class_token:
-            raise ValueError(f"all {depth} blocks are GPSA, so a class token joining after them would never see a "
-                             f"patch; keep at least one MHSA block or use global_pool='avg'")
-        if dynamic_img_size and (gpsa_layers or attn == "relpos" or attn_layer is not None or patch_embed != "conv"):
-            raise ValueError("dynamic_img_size=True needs attention that works on any patch grid, but GPSA, relpos "
-                             "and the CMHSA conv phase are built for one: build the model at the img_size you feed it")
+        class_token = _check_config(attn, global_pool, class_token, gpsa_layers, depth, dynamic_img_size,
+                                    attn_layer is not None, patch_embed)
         self.num_classes = num_classes
         self.global_pool = global_pool
         self.embed_dim = self.num_features = self.head_hidden_size = embed_dim
@@ -75,17 +62,7 @@ class VisionTransformer(nn.Module):
         self.grad_checkpointing = False
         norm_layer = partial(nn.LayerNorm, eps=norm_eps)
 
-        if patch_embed == "conv":
-            # timm's dynamic layout: (B, H, W, C) patches, flattened after the embedding is resampled to H x W
-            dynamic = dict(strict_img_size=False, output_fmt="NHWC") if dynamic_img_size else {}
-            self.patch_embed = PatchEmbed(img_size, patch_size, in_chans, embed_dim, **dynamic)
-        elif patch_embed == "identity":
-            self.patch_embed = IdentityPatchEmbed(img_size, patch_size, in_chans)
-            if self.patch_embed.embed_dim != embed_dim:
-                raise ValueError(f"identity patch embedding gives {self.patch_embed.embed_dim} dims "
-                                 f"(patch {patch_size}^2 x {in_chans} channels), not embed_dim={embed_dim}")
-        else:
-            raise ValueError(f"unknown patch_embed {patch_embed!r}; choose 'conv' or 'identity'")
+        self.patch_embed = _patch_embed(patch_embed, img_size, patch_size, in_chans, embed_dim, dynamic_img_size)
         grid = tuple(self.patch_embed.grid_size)
         num_patches = grid[0] * grid[1]
         self.grid_size = grid
@@ -101,22 +78,19 @@ class VisionTransformer(nn.Module):
         self.pos_drop = nn.Dropout(drop_rate)
 
         dpr = [drop_path_rate * i / max(depth - 1, 1) for i in range(depth)]
-        blocks = []
-        for i in range(depth):
-            if attn_layer is not None:  # e.g. CMHSA's convolution phase
-                a = attn_layer(embed_dim, grid)
-            elif i < gpsa_layers:
-                a = GPSA(embed_dim, num_heads, qkv_bias=qkv_bias, attn_drop=attn_drop_rate,
-                         proj_drop=proj_drop_rate, grid=grid, locality_strength=locality_strength,
-                         gating_init=gating_init, local_init=local_init)
-            else:
-                cls = TalkingHeadsAttention if attn == "talking_heads" else Attention
-                a = cls(embed_dim, num_heads, head_dim=head_dim, qkv_bias=qkv_bias, attn_drop=attn_drop_rate,
-                        proj_drop=proj_drop_rate, rel_pos_grid=grid if attn == "relpos" else None)
-            blocks.append(Block(embed_dim, a, mlp_ratio, norm=norm, drop_path=dpr[i], proj_drop=proj_drop_rate,
-                                norm_layer=norm_layer, aug_paths=aug_paths, aug_mlp=aug_mlp,
-                                aug_scale=aug_scale, aug_fft=aug_fft))
-        self.blocks = nn.ModuleList(blocks)
+        gpsa = partial(GPSA, embed_dim, num_heads, qkv_bias=qkv_bias, attn_drop=attn_drop_rate,
+                       proj_drop=proj_drop_rate, grid=grid, locality_strength=locality_strength,
+                       gating_init=gating_init, local_init=local_init)
+        mhsa = partial(TalkingHeadsAttention if attn == "talking_heads" else Attention, embed_dim, num_heads,
+                       head_dim=head_dim, qkv_bias=qkv_bias, attn_drop=attn_drop_rate, proj_drop=proj_drop_rate,
+                       rel_pos_grid=grid if attn == "relpos" else None)
+        block = partial(Block, embed_dim, mlp_ratio=mlp_ratio, norm=norm, proj_drop=proj_drop_rate,
+                        norm_layer=norm_layer, aug_paths=aug_paths, aug_mlp=aug_mlp, aug_scale=aug_scale,
+                        aug_fft=aug_fft)
+        # each block's attention is built just before the block, as timm does; attn_layer: CMHSA's conv phase
+        self.blocks = nn.ModuleList([
+            block(attn_layer(embed_dim, grid) if attn_layer is not None else gpsa() if i < gpsa_layers else mhsa(),
+                  drop_path=dpr[i]) for i in range(depth)])
         self.feature_info = [dict(module=f"blocks.{i}", num_chs=embed_dim, reduction=patch_size) for i in range(depth)]
         # Post-LN blocks already end in LN (Xiong et al. 2020 have no final LN): a second one would be LN o LN
         self.norm = nn.Identity() if norm == "post_ln" else norm_layer(embed_dim)
@@ -269,3 +243,40 @@ class VisionTransformer(nn.Module):
         if prune_head:
             self.reset_classifier(0, "")
         return take
+
+
+def _check_config(attn: str, global_pool: str, class_token: bool | None, gpsa_layers: int, depth: int,
+                  dynamic_img_size: bool, has_attn_layer: bool, patch_embed: str) -> bool:
+    """Reject argument combinations that would build a model that silently is not what was asked for;
+    returns whether the model has a class token."""
+    if attn not in ATTENTIONS:
+        raise ValueError(f"unknown attention {attn!r}; choose one of {ATTENTIONS} (GPSA via gpsa_layers)")
+    if global_pool not in POOLS:
+        raise ValueError(f"unknown global_pool {global_pool!r}; choose one of {POOLS}")
+    class_token = global_pool in ("token", "") if class_token is None else class_token
+    if global_pool == "token" and not class_token:
+        raise ValueError("global_pool='token' reads the class token: drop class_token=False or pool with 'avg'")
+    if not 0 <= gpsa_layers <= depth:
+        raise ValueError(f"gpsa_layers={gpsa_layers} must lie in [0, depth={depth}]; pass gpsa_layers with depth")
+    if gpsa_layers == depth and class_token:
+        raise ValueError(f"all {depth} blocks are GPSA, so a class token joining after them would never see a "
+                         f"patch; keep at least one MHSA block or use global_pool='avg'")
+    if dynamic_img_size and (gpsa_layers or attn == "relpos" or has_attn_layer or patch_embed != "conv"):
+        raise ValueError("dynamic_img_size=True needs attention that works on any patch grid, but GPSA, relpos "
+                         "and the CMHSA conv phase are built for one: build the model at the img_size you feed it")
+    return class_token
+
+
+def _patch_embed(kind: str, img_size, patch_size: int, in_chans: int, embed_dim: int, dynamic: bool) -> nn.Module:
+    """timm's convolutional PatchEmbed, or CMHSA's raw flattened patches."""
+    if kind == "conv":
+        # timm's dynamic layout: (B, H, W, C) patches, flattened after the embedding is resampled to H x W
+        return PatchEmbed(img_size, patch_size, in_chans, embed_dim,
+                          **(dict(strict_img_size=False, output_fmt="NHWC") if dynamic else {}))
+    if kind != "identity":
+        raise ValueError(f"unknown patch_embed {kind!r}; choose 'conv' or 'identity'")
+    embed = IdentityPatchEmbed(img_size, patch_size, in_chans)
+    if embed.embed_dim != embed_dim:
+        raise ValueError(f"identity patch embedding gives {embed.embed_dim} dims "
+                         f"(patch {patch_size}^2 x {in_chans} channels), not embed_dim={embed_dim}")
+    return embed
