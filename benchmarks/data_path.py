@@ -16,6 +16,7 @@ results/bench/<device>-data_path.json.
 from __future__ import annotations
 
 import argparse
+import itertools
 import time
 from pathlib import Path
 
@@ -57,7 +58,7 @@ def timed(fn, steps: int, device: torch.device) -> float:
     return (time.perf_counter() - t0) / steps
 
 
-def main(argv=None) -> None:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="repro_deit_tiny_c32", help="timm name of the 32 px model")
     ap.add_argument("--scale", default="small", help="scale whose recipe overrides apply (default small)")
@@ -66,38 +67,28 @@ def main(argv=None) -> None:
     ap.add_argument("--synthetic", action="store_true", help="synthetic pixels of CIFAR's shape")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model")
     ap.add_argument("--out", type=Path, default=Path("results/bench"))
-    args = ap.parse_args(argv)
-    cuda = torch.cuda.is_available()
-    device = torch.device("cuda" if cuda else "cpu")
-    cfg = run_config(args.scale, args.synthetic, args.batch or (None if cuda else 64))
-    recipe, data_cfg = cfg["recipe"], cfg["data"]
-    steps = args.steps or (50 if cuda else 5)
+    return ap
+
+
+def _data(data_cfg: dict, recipe: dict, device: torch.device):
     try:
-        data = build_data(data_cfg, recipe, seed=0, device=device)
+        return build_data(data_cfg, recipe, seed=0, device=device)
     except DataError as e:  # pixel values do not change the cost of any op timed here
         print(f"note: {e}\nnote: timing synthetic images of the same shape instead")
-        data = build_data({**data_cfg, "synthetic": True}, recipe, seed=0, device=device)
-    batch = int(recipe["batch_size"])
-    if data.train.steps_per_epoch < steps + 2:
-        raise SystemExit(f"{data.info['train']}: {data.train.steps_per_epoch} batches of {batch} per epoch, "
-                         f"fewer than the {steps + 2} needed; lower --steps or --batch")
+        return build_data({**data_cfg, "synthetic": True}, recipe, seed=0, device=device)
+
+
+def _step_fns(args, recipe: dict, data, device: torch.device):
+    """(next_batch, model_step): the engine's data path and its forward/backward/AdamW step, separately."""
     mixup = build_mixup(recipe, data.num_classes)
     criterion = build_criterion(recipe, mixup)
     model = timm.create_model(args.model, num_classes=data.num_classes,
-                              drop_path_rate=float(recipe.get("drop_path", 0.0))).to(device)
-    macs = count_macs(timm.create_model(args.model, num_classes=data.num_classes), int(data_cfg["img_size"]))
+                              drop_path_rate=float(recipe.get("drop_path", 0.0))).to(device).train()
     train_model = torch.compile(model) if args.compile else model
     optimizer = build_optimizer(model, recipe)
+    cuda = device.type == "cuda"
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else torch.autocast("cpu", enabled=False)
-    model.train()
-
-    def endless():
-        epoch = 0
-        while True:
-            yield from data.train.epoch(epoch)
-            epoch += 1
-
-    batches = endless()
+    batches = (b for epoch in itertools.count() for b in data.train.epoch(epoch))
 
     def next_batch():
         x, y = next(batches)
@@ -109,7 +100,23 @@ def main(argv=None) -> None:
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
+    return next_batch, model_step
 
+
+def main(argv=None) -> None:
+    args = _parser().parse_args(argv)
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    cfg = run_config(args.scale, args.synthetic, args.batch or (None if cuda else 64))
+    recipe, data_cfg = cfg["recipe"], cfg["data"]
+    steps = args.steps or (50 if cuda else 5)
+    data = _data(data_cfg, recipe, device)
+    batch = int(recipe["batch_size"])
+    if data.train.steps_per_epoch < steps + 2:
+        raise SystemExit(f"{data.info['train']}: {data.train.steps_per_epoch} batches of {batch} per epoch, "
+                         f"fewer than the {steps + 2} needed; lower --steps or --batch")
+    next_batch, model_step = _step_fns(args, recipe, data, device)
+    macs = count_macs(timm.create_model(args.model, num_classes=data.num_classes), int(data_cfg["img_size"]))
     fixed = next_batch()
     t_data = timed(next_batch, steps, device)
     t_model = timed(lambda: model_step(*fixed), steps, device)

@@ -35,6 +35,8 @@ PAIRS = [
     ("DeiT-Ti/32px", "repro_deit_tiny_c32", "deit_tiny_patch16_224", dict(img_size=32, patch_size=4, num_classes=10), 32),
     ("ConViT-Ti/32px", "repro_convit_tiny_c32", "convit_tiny", dict(img_size=32, patch_size=4, num_classes=10), 32),
 ]
+
+
 def bench_one(name: str, kwargs: dict, img: int, batch: int, train: bool, steps: int, device, compile_: bool):
     model = timm.create_model(name, **kwargs).to(device)
     if compile_:
@@ -47,7 +49,7 @@ def bench_one(name: str, kwargs: dict, img: int, batch: int, train: bool, steps:
     return r
 
 
-def main(argv=None) -> None:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch", type=int, help="batch size (default 128 on GPU, 8 at 224 px / 32 at 32 px on CPU)")
     ap.add_argument("--steps", type=int, help="timed steps (default 20 GPU, 5 CPU)")
@@ -55,57 +57,71 @@ def main(argv=None) -> None:
     ap.add_argument("--compile", action="store_true", help="also measure torch.compile'd models")
     ap.add_argument("--only", help="regex on the row label")
     ap.add_argument("--out", type=Path, default=Path("results/bench"))
-    args = ap.parse_args(argv)
-    cuda = torch.cuda.is_available()
-    device = torch.device("cuda" if cuda else "cpu")
-    dev_name = device_name()
-    steps = args.steps or (20 if cuda else 5)
-    rounds = args.rounds or (1 if cuda else 2)
-    rows, table = [], []
-    for label, ours, ref, kw, img in PAIRS:
-        if args.only and not re.search(args.only, label):
-            continue
-        batch = args.batch or (128 if cuda else (8 if img == 224 else 32))
-        macs = count_macs(timm.create_model(ours, **kw), img)
-        for train in (False, True):
-            for compile_ in ((False, True) if args.compile else (False,)):
-                r_ours, r_ref = {"images_per_s": 0.0}, {"images_per_s": 0.0}
-                for _ in range(rounds):
-                    r_ours = max(r_ours, bench_one(ours, kw, img, batch, train, steps, device, compile_),
-                                 key=lambda r: r["images_per_s"])
-                    r_ref = max(r_ref, bench_one(ref, kw, img, batch, train, steps, device, compile_),
-                                key=lambda r: r["images_per_s"])
-                peak = peak_flops(dev_name)
-                mfu = (2 * macs * (3 if train else 1) * r_ours["images_per_s"] / peak) if peak else None
-                row = dict(model=label, ours=ours, timm=ref, img_size=img, batch=batch, train=train,
-                           compiled=compile_, ours_img_s=r_ours["images_per_s"], timm_img_s=r_ref["images_per_s"],
-                           ratio=r_ours["images_per_s"] / r_ref["images_per_s"],
-                           ours_peak_mib=r_ours["peak_mem_mib"], timm_peak_mib=r_ref["peak_mem_mib"],
-                           gmacs_per_img=macs / 1e9, mfu=mfu)
-                rows.append(row)
-                table.append([label, "train" if train else "infer", "yes" if compile_ else "no", batch,
-                              f"{row['ours_img_s']:.1f}", f"{row['timm_img_s']:.1f}", f"{row['ratio']:.2f}",
-                              "-" if mfu is None else f"{100 * mfu:.1f}%"])
-                print(tabulate([table[-1]], tablefmt="plain"), flush=True)
-    # ConViT/DeiT ratio at equal size, ours vs timm (the paper's 734/1442 = 0.51 for Ti)
-    summary = []
+    return ap
+
+
+def pair_row(pair: tuple, batch: int, train: bool, compile_: bool, steps: int, rounds: int, device) -> dict:
+    """Ours and timm's model of one pair, timed in alternating rounds, each side's best round kept."""
+    label, ours, ref, kw, img = pair
+    best = {ours: {"images_per_s": 0.0}, ref: {"images_per_s": 0.0}}
+    for _ in range(rounds):
+        for name in (ours, ref):
+            best[name] = max(best[name], bench_one(name, kw, img, batch, train, steps, device, compile_),
+                             key=lambda r: r["images_per_s"])
+    r_ours, r_ref = best[ours], best[ref]
+    macs = count_macs(timm.create_model(ours, **kw), img)
+    peak = peak_flops(device_name())
+    mfu = (2 * macs * (3 if train else 1) * r_ours["images_per_s"] / peak) if peak else None
+    return dict(model=label, ours=ours, timm=ref, img_size=img, batch=batch, train=train, compiled=compile_,
+                ours_img_s=r_ours["images_per_s"], timm_img_s=r_ref["images_per_s"],
+                ratio=r_ours["images_per_s"] / r_ref["images_per_s"], ours_peak_mib=r_ours["peak_mem_mib"],
+                timm_peak_mib=r_ref["peak_mem_mib"], gmacs_per_img=macs / 1e9, mfu=mfu)
+
+
+def _table_row(r: dict) -> list:
+    return [r["model"], "train" if r["train"] else "infer", "yes" if r["compiled"] else "no", r["batch"],
+            f"{r['ours_img_s']:.1f}", f"{r['timm_img_s']:.1f}", f"{r['ratio']:.2f}",
+            "-" if r["mfu"] is None else f"{100 * r['mfu']:.1f}%"]
+
+
+def convit_deit_ratios(rows: list[dict]) -> list[dict]:
+    """ConViT/DeiT speed at equal size, ours beside timm's (the paper's 734/1442 = 0.51 for Ti)."""
+    def find(model: str, train: bool):
+        return next((r for r in rows if r["model"] == model and r["train"] == train and not r["compiled"]), None)
+    out = []
     for size in ("Ti", "S", "Ti/32px"):
         for train in (False, True):
-            d = next((r for r in rows if r["model"] == f"DeiT-{size}" and r["train"] == train and not r["compiled"]), None)
-            c = next((r for r in rows if r["model"] == f"ConViT-{size}" and r["train"] == train and not r["compiled"]), None)
+            d, c = find(f"DeiT-{size}", train), find(f"ConViT-{size}", train)
             if d and c:
-                summary.append(dict(size=size, train=train, ours=c["ours_img_s"] / d["ours_img_s"],
-                                    timm=c["timm_img_s"] / d["timm_img_s"]))
+                out.append(dict(size=size, train=train, ours=c["ours_img_s"] / d["ours_img_s"],
+                                timm=c["timm_img_s"] / d["timm_img_s"]))
+    return out
+
+
+def main(argv=None) -> None:
+    args = _parser().parse_args(argv)
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    steps = args.steps or (20 if cuda else 5)
+    rounds = args.rounds or (1 if cuda else 2)
+    rows = []
+    for pair in PAIRS:
+        if args.only and not re.search(args.only, pair[0]):
+            continue
+        batch = args.batch or (128 if cuda else (8 if pair[4] == 224 else 32))
+        for train in (False, True):
+            for compile_ in ((False, True) if args.compile else (False,)):
+                rows.append(pair_row(pair, batch, train, compile_, steps, rounds, device))
+                print(tabulate([_table_row(rows[-1])], tablefmt="plain"), flush=True)
+    summary = convit_deit_ratios(rows)
     print()
-    print(tabulate([[r["model"], "train" if r["train"] else "infer", "yes" if r["compiled"] else "no", r["batch"],
-                     f"{r['ours_img_s']:.1f}", f"{r['timm_img_s']:.1f}", f"{r['ratio']:.2f}",
-                     "-" if r["mfu"] is None else f"{100 * r['mfu']:.1f}%"] for r in rows],
+    print(tabulate([_table_row(r) for r in rows],
                    headers=["model", "mode", "compiled", "batch", "ours img/s", "timm img/s", "ours/timm", "MFU"]))
     print()
     print(tabulate([[s["size"], "train" if s["train"] else "infer", f"{s['ours']:.2f}", f"{s['timm']:.2f}"]
                     for s in summary], headers=["size", "mode", "ConViT/DeiT ours", "ConViT/DeiT timm"]))
-    path = save(args.out, "", dict(settings=dict(steps=steps, rounds=rounds, amp_bf16=cuda, batch=args.batch), rows=rows,
-                                   convit_deit_ratio=summary))
+    path = save(args.out, "", dict(settings=dict(steps=steps, rounds=rounds, amp_bf16=cuda, batch=args.batch),
+                                   rows=rows, convit_deit_ratio=summary))
     print(f"\nwrote {path}")
 
 
