@@ -236,6 +236,25 @@ def test_a_comparison_short_of_three_seeds_gives_its_effect_and_n_and_no_test(tm
     assert "n=1 vs 1 < 3 seeds" in cmp["statistic"]
 
 
+
+def test_a_curve_bound_short_of_three_seeds_gives_its_largest_excess_and_n():
+    """Per-block curves (lhs <= rhs at every block) committed mid-campaign: no test, but the largest excess of
+    the mean curve over the mean bound, its direction and n per side, like a scalar comparison."""
+    from repro.report.comparisons import _bound_tested
+    from repro.spec import Claim, Ref
+
+    lhs, rhs = Ref("t", "deit", "curve"), Ref("t", "aug", "curve")
+    claim = Claim("c", "", "", "t", "bound", [(lhs, rhs)], "<=")
+    a = [[1.0, 1.2, 1.5], [1.0, 1.4, 1.7]]  # mean 1.0, 1.3, 1.6
+    b = [[1.1, 1.5, 1.4], [1.1, 1.7, 1.6], [1.2, 1.6, 1.5]]  # mean 1.133, 1.6, 1.5
+    check = _bound_tested(claim, lhs, rhs, a, b)
+    assert check.verdict == INCONCLUSIVE and check.method == "lean" and check.n == (2, 3) and not check.tests
+    assert check.effect == pytest.approx(0.1) and "leans outside" in check.statistic
+    assert "n=2 vs 3 < 3 seeds" in check.statistic
+    inside = _bound_tested(claim, lhs, Ref(const=2.0), a, [2.0])
+    assert inside.effect == pytest.approx(-0.4) and inside.n == (2, "const") and "leans inside" in inside.statistic
+
+
 PAPERS = ("convit", "cmhsa", "oversmoothing", "augvit", "respostln")
 
 
