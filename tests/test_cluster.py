@@ -10,10 +10,12 @@ import sys
 import time
 
 import pytest
+import torch
 
 from repro import locks, records
 from repro.cli import main
-from repro.train import preempt
+from repro.report.provenance import hardware_label
+from repro.train import checkpoint, preempt
 
 from conftest import EXPERIMENTS, PROBES, fast_args, subprocess_env, write_paper
 
@@ -104,6 +106,30 @@ def test_sigterm_checkpoints_releases_the_lock_and_a_rerun_resumes_exactly(dirs,
     strip = lambda h: [{k: v for k, v in row.items() if k not in timing} for row in h]  # noqa: E731
     assert strip(again["metrics"].pop("history")) == strip(ref["metrics"].pop("history"))
     assert again["metrics"] == ref["metrics"] and again["run_id"] == ref["run_id"]
+    assert "devices" not in ref["provenance"] and "devices" not in again["provenance"]  # one device: no trail
+
+
+def test_a_run_resumed_on_another_device_names_both_in_its_record(dirs, capsys, tmp_path):
+    """A checkpoint written on a GPU (its trail says so) resumed here: the record keeps the trail and the
+    report's hardware line names each device with the epoch it took over at."""
+    pid = dirs["pid"]
+    write_paper(dirs["papers"], pid, EXPERIMENTS, PROBES + SIGNAL_HOOK)
+    flag = tmp_path / "term-now"
+    flag.touch()
+    args = _signal_args(pid, flag)
+    assert main(["reproduce", *args]) == preempt.EXIT_CODE  # checkpointed at step 5, mid-epoch 1
+    (ckpt,) = list(dirs["cache"].rglob("last.pt"))
+    state = torch.load(ckpt, map_location="cpu", weights_only=True)
+    assert state["spent"]["devices"] == [{"device": "cpu", "from_epoch": 0, "from_step": 0}]
+    state["spent"]["devices"] = [{"device": "NVIDIA H200", "from_epoch": 0, "from_step": 0}]
+    checkpoint.save(ckpt, state)
+    flag.unlink()
+    assert main(["reproduce", *args]) == 0
+    (rec,) = records.load_records(pid, root=dirs["results"])[0]
+    assert rec["provenance"]["devices"] == [{"device": "NVIDIA H200", "from_epoch": 0, "from_step": 0},
+                                            {"device": "cpu", "from_epoch": 0, "from_step": 5}]
+    assert hardware_label(rec["provenance"]) == "NVIDIA H200, then cpu from epoch 1"
+
 
 
 def test_submitit_requeue_signal_checkpoints_first_then_submitit_requeues(dirs, capsys, tmp_path):

@@ -66,7 +66,12 @@ def protocol_label(parts: list[dict]) -> str:
 
 
 def hardware_label(prov: dict) -> str:
-    """Device and world size, e.g. 'NVIDIA H100 80GB HBM3 x8' or 'cpu (x86_64, 2 threads)'."""
+    """Device and world size, e.g. 'NVIDIA H100 80GB HBM3 x8' or 'cpu (x86_64, 2 threads)'; a run resumed on
+    another device names each in turn: 'cpu, then NVIDIA H200 from epoch 6'."""
+    trail = prov.get("devices")
+    if isinstance(trail, list) and len(trail) > 1 and all(isinstance(t, dict) for t in trail):
+        later = [f"{t.get('device')} from epoch {int(t.get('from_epoch') or 0) + 1}" for t in trail[1:]]
+        return ", then ".join([str(trail[0].get("device"))] + later)
     dev = str(prov.get("device") or "unknown device")
     if dev == "cpu":
         extra = [str(prov["cpu"])] if prov.get("cpu") else []

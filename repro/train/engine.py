@@ -144,6 +144,7 @@ class _Run:
             self._restore(state)
         else:
             random_seed(spec.seed, self.d.rank)
+        self._note_device()
         self.train_model = self._wrap()
         self.probe_images = self.data.test.sample(rt.probe_batch) if self.probes else None
         self.last_save = time.perf_counter()
@@ -202,6 +203,15 @@ class _Run:
         self.start_epoch, self.step, self.history = state["epoch"], state["step"], state["history"]
         self.spent, self.switch = state["spent"], state.get("switch") or {}
         self.partial = state.get("partial") or {}
+
+    def _note_device(self) -> None:
+        """Where each stretch of the run trained: a run stopped on one machine and resumed on another
+        (a CPU campaign finished on a GPU) says so in its record rather than naming the last device alone."""
+        dev = self.d.device
+        here = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
+        trail = self.spent.setdefault("devices", [])
+        if not trail or (trail[-1]["device"] != here and self.step < self.total_steps):
+            trail.append({"device": here, "from_epoch": self.start_epoch, "from_step": self.step})
 
     def _wrap(self):
         """The module the loop calls: the model (or model + objective), under DDP and torch.compile if asked."""
@@ -390,4 +400,6 @@ class _Run:
                       "fingerprint": self.spec.fingerprint}
         if self.source is not None:
             provenance["init_from"] = self.source.run_id
+        if len(spent.get("devices", [])) > 1:
+            provenance["devices"] = spent["devices"]
         return provenance
