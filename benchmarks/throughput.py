@@ -60,8 +60,10 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
-def pair_row(pair: tuple, batch: int, train: bool, compile_: bool, steps: int, rounds: int, device) -> dict:
-    """Ours and timm's model of one pair, timed in alternating rounds, each side's best round kept."""
+def pair_row(pair: tuple, macs: int, batch: int, train: bool, compile_: bool, steps: int, rounds: int,
+             device) -> dict:
+    """Ours and timm's model of one pair, timed in alternating rounds, each side's best round kept;
+    ``macs``: one image's forward pass, counted once per pair by the caller."""
     label, ours, ref, kw, img = pair
     best = {ours: {"images_per_s": 0.0}, ref: {"images_per_s": 0.0}}
     for _ in range(rounds):
@@ -69,7 +71,6 @@ def pair_row(pair: tuple, batch: int, train: bool, compile_: bool, steps: int, r
             best[name] = max(best[name], bench_one(name, kw, img, batch, train, steps, device, compile_),
                              key=lambda r: r["images_per_s"])
     r_ours, r_ref = best[ours], best[ref]
-    macs = count_macs(timm.create_model(ours, **kw), img)
     peak = peak_flops(device_name())
     mfu = (2 * macs * (3 if train else 1) * r_ours["images_per_s"] / peak) if peak else None
     return dict(model=label, ours=ours, timm=ref, img_size=img, batch=batch, train=train, compiled=compile_,
@@ -109,9 +110,11 @@ def main(argv=None) -> None:
         if args.only and not re.search(args.only, pair[0]):
             continue
         batch = args.batch or (128 if cuda else (8 if pair[4] == 224 else 32))
+        _, ours, _, kw, img = pair
+        macs = count_macs(timm.create_model(ours, **kw), img)
         for train in (False, True):
             for compile_ in ((False, True) if args.compile else (False,)):
-                rows.append(pair_row(pair, batch, train, compile_, steps, rounds, device))
+                rows.append(pair_row(pair, macs, batch, train, compile_, steps, rounds, device))
                 print(tabulate([_table_row(rows[-1])], tablefmt="plain"), flush=True)
     summary = convit_deit_ratios(rows)
     print()
