@@ -142,14 +142,23 @@ def git_state(cwd: Path | None = None) -> dict:
     return {"git_sha": sha, "git_dirty": dirty}
 
 
+def device_name(device=None) -> str:
+    """The name a record gives a device: the GPU's model name, or 'cpu'; with no device, the GPU this
+    process would use, if any."""
+    import torch
+
+    if device is None:
+        device = "cuda:0" if torch.cuda.is_available() else "cpu"
+    device = torch.device(device)
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+
+
 def provenance(world_size: int = 1) -> dict:
     """Who/what/where of a run: versions, device, git state, start time."""
     import timm
     import torch
 
-    dev = "cpu"
-    if torch.cuda.is_available():
-        dev = torch.cuda.get_device_name(0)
+    dev = device_name()
     return {
         **git_state(),
         "python": platform.python_version(),

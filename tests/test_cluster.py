@@ -131,7 +131,6 @@ def test_a_run_resumed_on_another_device_names_both_in_its_record(dirs, capsys, 
     assert hardware_label(rec["provenance"]) == "NVIDIA H200, then cpu from epoch 1"
 
 
-
 def test_submitit_requeue_signal_checkpoints_first_then_submitit_requeues(dirs, capsys, tmp_path):
     """Under submitit, SIGUSR2 (its signal before the time limit) stops the run like SIGTERM; submitit's own
     handler, which requeues the job, runs after the checkpoint is written and the lock released."""

@@ -236,7 +236,6 @@ def test_a_comparison_short_of_three_seeds_gives_its_effect_and_n_and_no_test(tm
     assert "n=1 vs 1 < 3 seeds" in cmp["statistic"]
 
 
-
 def test_a_curve_bound_short_of_three_seeds_gives_its_largest_excess_and_n():
     """Per-block curves (lhs <= rhs at every block) committed mid-campaign: no test, but the largest excess of
     the mean curve over the mean bound, its direction and n per side, like a scalar comparison."""

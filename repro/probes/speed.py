@@ -11,6 +11,8 @@ from contextlib import nullcontext
 import torch
 from torch import nn
 
+from ..records import device_name
+
 
 def _autocast(device: torch.device, amp: bool):
     if amp and device.type == "cuda":
@@ -58,5 +60,5 @@ def throughput(model: nn.Module, batch: int = 128, img_size: int = 224, train: b
     med = times[len(times) // 2]
     mem = torch.cuda.max_memory_allocated(device) / 2**20 if cuda else None
     return {"images_per_s": batch / med, "step_s": med, "batch": batch, "img_size": img_size,
-            "train": train, "amp": amp and cuda, "device": torch.cuda.get_device_name(device) if cuda else "cpu",
+            "train": train, "amp": amp and cuda, "device": device_name(device),
             "peak_mem_mib": mem}

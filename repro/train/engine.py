@@ -21,7 +21,7 @@ from timm.utils import random_seed
 from tqdm import tqdm
 
 from ..data import build_data
-from ..records import _jsonable
+from ..records import _jsonable, device_name
 from ..runs import ConfigError, RunSpec, cache_root, run_dir, source_spec
 from . import checkpoint, preempt
 from .ddp import Dist, all_reduce, any_rank, barrier
@@ -207,8 +207,7 @@ class _Run:
     def _note_device(self) -> None:
         """Where each stretch of the run trained: a run stopped on one machine and resumed on another
         (a CPU campaign finished on a GPU) says so in its record rather than naming the last device alone."""
-        dev = self.d.device
-        here = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
+        here = device_name(self.d.device)
         trail = self.spent.setdefault("devices", [])
         if not trail or (trail[-1]["device"] != here and self.step < self.total_steps):
             trail.append({"device": here, "from_epoch": self.start_epoch, "from_step": self.step})
