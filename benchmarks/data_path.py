@@ -70,12 +70,18 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _data(data_cfg: dict, recipe: dict, device: torch.device):
+def _data(data_cfg: dict, recipe: dict, device: torch.device, images: int):
+    """The scale's data, or synthetic pixels of its shape, at least ``images`` of them (the synthetic
+    default, 50 a class, is under one GPU batch of 512)."""
+    classes = int(data_cfg.get("num_classes") or 10)
+    synthetic = {**data_cfg, "synthetic": True, "max_per_class": max(50, -(-images // classes))}
+    if data_cfg.get("synthetic"):
+        return build_data(synthetic, recipe, seed=0, device=device)
     try:
         return build_data(data_cfg, recipe, seed=0, device=device)
     except DataError as e:  # pixel values do not change the cost of any op timed here
         print(f"note: {e}\nnote: timing synthetic images of the same shape instead")
-        return build_data({**data_cfg, "synthetic": True}, recipe, seed=0, device=device)
+        return build_data(synthetic, recipe, seed=0, device=device)
 
 
 def _step_fns(args, recipe: dict, data, device: torch.device):
@@ -110,8 +116,8 @@ def main(argv=None) -> None:
     cfg = run_config(args.scale, args.synthetic, args.batch or (None if cuda else 64))
     recipe, data_cfg = cfg["recipe"], cfg["data"]
     steps = args.steps or (50 if cuda else 5)
-    data = _data(data_cfg, recipe, device)
     batch = int(recipe["batch_size"])
+    data = _data(data_cfg, recipe, device, images=batch * (steps + 2))
     if data.train.steps_per_epoch < steps + 2:
         raise SystemExit(f"{data.info['train']}: {data.train.steps_per_epoch} batches of {batch} per epoch, "
                          f"fewer than the {steps + 2} needed; lower --steps or --batch")

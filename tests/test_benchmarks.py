@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from benchmarks import data_path, throughput
 from conftest import REPO
@@ -23,6 +24,17 @@ def test_data_path_benchmark_writes_step_fractions(tmp_path, monkeypatch):
     assert out["settings"]["aa"].startswith("rand-") and out["settings"]["data"].startswith("synthetic")
     assert 0 <= out["outside_model_fraction"] <= 1 and out["data_s"] > 0 and out["model_s"] > 0
     assert out["step_s"] > 0 and out["mfu"] is None and out["git_sha"]
+
+
+def test_data_path_synthetic_stand_in_holds_a_gpu_batch(tmp_path, monkeypatch):
+    """The small scale's batch of 512 with 50 steps: the synthetic stand-in (50 images a class by default)
+    must hold enough batches, as on a GPU with no CIFAR on disk."""
+    monkeypatch.setenv("REPRO_DATA_DIR", str(tmp_path / "no-data"))
+    monkeypatch.setenv("REPRO_CACHE_DIR", str(tmp_path / "cache"))
+    cfg = data_path.run_config("small", synthetic=False, batch=None)
+    assert cfg["recipe"]["batch_size"] == 512
+    data = data_path._data(cfg["data"], cfg["recipe"], torch.device("cpu"), images=512 * 52)
+    assert data.info["train"].startswith("synthetic") and data.train.steps_per_epoch >= 52
 
 
 @pytest.mark.slow
