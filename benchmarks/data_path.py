@@ -73,15 +73,14 @@ def _parser() -> argparse.ArgumentParser:
 def _data(data_cfg: dict, recipe: dict, device: torch.device, images: int):
     """The scale's data, or synthetic pixels of its shape, at least ``images`` of them (the synthetic
     default, 50 a class, is under one GPU batch of 512)."""
+    if not data_cfg.get("synthetic"):
+        try:
+            return build_data(data_cfg, recipe, seed=0, device=device)
+        except DataError as e:  # pixel values do not change the cost of any op timed here
+            print(f"note: {e}\nnote: timing synthetic images of the same shape instead")
     classes = int(data_cfg.get("num_classes") or 10)
     synthetic = {**data_cfg, "synthetic": True, "max_per_class": max(50, -(-images // classes))}
-    if data_cfg.get("synthetic"):
-        return build_data(synthetic, recipe, seed=0, device=device)
-    try:
-        return build_data(data_cfg, recipe, seed=0, device=device)
-    except DataError as e:  # pixel values do not change the cost of any op timed here
-        print(f"note: {e}\nnote: timing synthetic images of the same shape instead")
-        return build_data(synthetic, recipe, seed=0, device=device)
+    return build_data(synthetic, recipe, seed=0, device=device)
 
 
 def _step_fns(args, recipe: dict, data, device: torch.device):
