@@ -11,7 +11,7 @@ documented in ``repro/report/README.md``; in short::
     figures: [{id, caption, source, kind, table, x_label, y_label, x_scale, y_scale, x_from, reference,
                baseline, series: [{label, row, column, metric}]}]
     claims:  [{id, text, source, table, check, scales, alpha, tolerance, evidence, reading, margin,
-               requires, control, similarity,
+               requires, control, similarity, rate,
                pairs | cells | columns+rows | column+rows+direction | cell+bound}]
     preconditions: [the same schema as a claim: the measured conditions of the paper's regime that
                     claims name in ``requires``]
@@ -36,7 +36,7 @@ COMPARE_MODES = ("value", "exact", "show")
 DERIVED_OPS = ("rel_gap", "ratio", "diff")
 FIGURE_KINDS = ("per_layer", "per_epoch", "vs_rows", "effects")
 AXIS_SCALES = ("linear", "log")
-CHECKS = ("greater", "ordering", "monotone", "bound", "within_noise")
+CHECKS = ("greater", "ordering", "monotone", "bound", "within_noise", "rate")
 EVIDENCE = ("training", "theory", "timing")  # what a claim rests on (see Claim.evidence)
 READINGS = ("paper", "ours", "cited")  # whose claim: the paper's, a stricter reading of ours, another paper's
 PRINTED = ("round", "truncate")  # how a table's numbers were shortened for print
@@ -214,7 +214,8 @@ class Claim:
     table: str
     check: str
     pairs: list[tuple[Ref, Ref]]  # every check is a list of (lhs, rhs) comparisons
-    relation: str                 # ">" (greater/ordering/monotone), "<=" (bound), "~" (within_noise)
+    relation: str                 # ">" (greater/ordering/monotone), "<=" (bound), "~" (within_noise),
+                                  # "rate" (the share of runs at or below rhs exceeds ``rate``)
     scales: list[str] | None = None
     alpha: float = 0.05
     tolerance: float | None = None
@@ -227,6 +228,7 @@ class Claim:
     requires: list[str] = field(default_factory=list)  # ids of the preconditions that define its regime
     control: list[tuple[Ref, Ref]] = field(default_factory=list)  # negative control: the same check must reject it
     similarity: bool = False      # "similar", "no worse": holds only if a negative control is rejected
+    rate: float | None = None     # rate: the share of runs the claim says end at or below the bound (exceeded)
     line: int = 0
 
 
@@ -523,7 +525,7 @@ def _claim_pairs(m: _Map, table: Table | None, paper: Paper) -> tuple[list[tuple
     """Expand a claim's check into (lhs, rhs) references and a relation; the str is an error or ''."""
     check, tid = _str(m.get("check")), table.id if table else ""
     rows = [_str(r) for r in m["rows"]] if m.get("rows") else [r.key for r in table.measured_rows] if table else []
-    if check in ("greater", "bound", "within_noise") and m.get("pairs"):
+    if check in ("greater", "bound", "within_noise", "rate") and m.get("pairs"):
         raw = [tuple(p) for p in m["pairs"] if isinstance(p, list) and len(p) == 2]
         if len(raw) != len(m["pairs"]):
             return [], "", "pairs must be a list of [lhs, rhs]"
@@ -545,11 +547,11 @@ def _claim_pairs(m: _Map, table: Table | None, paper: Paper) -> tuple[list[tuple
     else:
         need = {"greater": "pairs, or columns [a, b] (+ rows)", "ordering": "cells (highest first)",
                 "monotone": "column (+ rows, direction)", "bound": "cell and bound, or pairs",
-                "within_noise": "pairs"}
+                "within_noise": "pairs", "rate": "pairs [cell, bound] and rate"}
         return [], "", f"check {check!r} needs {need.get(check, 'one of ' + ', '.join(CHECKS))}"
     if not raw:
         return [], "", "the check expands to no comparison"
-    relation = {"bound": "<=", "within_noise": "~"}.get(check, ">")
+    relation = {"bound": "<=", "within_noise": "~", "rate": "rate"}.get(check, ">")
     out = []
     for lhs, rhs in raw:
         a, b = _ref(lhs, tid, paper), _ref(rhs, tid, paper)
@@ -558,6 +560,8 @@ def _claim_pairs(m: _Map, table: Table | None, paper: Paper) -> tuple[list[tuple
                 return [], relation, r
         if a.const is not None:
             return [], relation, f"the left side {lhs!r} must be a cell"
+        if relation == "rate" and b.const is None:
+            return [], relation, f"a rate check counts runs at or below a number; {rhs!r} is not one"
         out.append((a, b))
     return out, relation, ""
 
@@ -566,7 +570,7 @@ def _claim(c: _Checker, m: _Map, paper: Paper, kind: str = "claim") -> Claim | N
     what = f"{kind} {m.get('id')!r}"
     allowed = ("id", "text", "source", "table", "check", "scales", "alpha", "tolerance", "pairs", "cells",
                "columns", "rows", "column", "direction", "cell", "bound", "evidence", "reading", "margin",
-               "requires", "control", "similarity")
+               "requires", "control", "similarity", "rate")
     if not c.keys(m, allowed, ("id", "text", "check"), what):
         return None
     cl = Claim(id=_str(m["id"]), text=_str(m["text"]), source=_str(m.get("source")), table=_str(m.get("table")),
@@ -589,8 +593,11 @@ def _claim(c: _Checker, m: _Map, paper: Paper, kind: str = "claim") -> Claim | N
         cl.alpha = float(m.get("alpha", 0.05))
         cl.tolerance = None if m.get("tolerance") is None else float(m["tolerance"])
         cl.margin = float(m.get("margin", 0.0))
+        cl.rate = None if m.get("rate") is None else float(m["rate"])
     except (TypeError, ValueError):
-        cl.invalid = "alpha, tolerance and margin must be numbers"
+        cl.invalid = "alpha, tolerance, margin and rate must be numbers"
+    if not cl.invalid and (cl.check == "rate") != (cl.rate is not None and 0 < cl.rate < 1):
+        cl.invalid = "a rate check needs rate, a share strictly between 0 and 1 (and only a rate check takes one)"
     table = paper.table(cl.table) if cl.table else None
     if cl.check not in CHECKS:
         cl.invalid = f"check {cl.check!r} is not one of {', '.join(CHECKS)}"

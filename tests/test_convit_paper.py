@@ -54,17 +54,22 @@ def test_specs_fill_existing_cells_and_pointers_find_their_sources(scale, mode):
             want = {(t.id, r.key, c.key) for r in t.rows for c in t.columns if not c.derived}
             if scale != "full" and t.id == "table1":  # top-1/top-5 of the Ti pair only below full
                 want = {w for w in want if w[2] not in ("top1", "top5") or w[1].endswith("_ti")}
+            controls = experiments.PROTOCOL[scale].get("control", {})  # ours, not the paper's: where run
+            want = {w for w in want if not w[2].startswith("deit9_") or "deit9" in controls}
             assert want <= filled, sorted(want - filled)[:5]
 
 
 def test_scale_protocols():
     tiny, small, full = (experiments.runs(s) for s in ("tiny", "small", "full"))
     t2_small = [s for s in small if s.table == "table2"]
-    assert len(t2_small) == 5 * 2 * 3 and {s.seed for s in t2_small} == {0, 1, 2}
+    assert len(t2_small) == 5 * 3 * 3 and {s.seed for s in t2_small} == {0, 1, 2}  # the pair and the control
     assert {s.config["model"]["name"] for s in t2_small} == {"repro_deit_tiny_c32", "repro_convit_tiny9_c32"}
     built = {s.name: timm.create_model(s.config["model"]["name"], **s.config["model"]["kwargs"]) for s in t2_small}
     shape = {name: (m.blocks[0].attn.num_heads, m.embed_dim, len(m.blocks)) for name, m in built.items()}
-    assert shape == {"deit": (6, 192, 12), "convit": (9, 216, 12)}  # the paper's 6 / 9 heads, 384 / 432 widths
+    assert shape == {"deit": (6, 192, 12), "convit": (9, 216, 12),  # the paper's 6 / 9 heads, 384 / 432 widths
+                     "deit9": (9, 216, 12)}  # and a DeiT of ConViT's own size: the control for capacity
+    size = {name: sum(p.numel() for p in m.parameters()) for name, m in built.items()}
+    assert abs(size["deit9"] / size["convit"] - 1) < 0.01 < size["convit"] / size["deit"] - 1
     # full: the 12 Table 1 models trained, "+" models at lr 4e-4 and batch 512; Table 3 on S+
     t1_full = {s.cell["row"]: s for s in full if s.table == "table1" and s.kind == "train"}
     assert len(t1_full) == 12
@@ -157,3 +162,14 @@ def test_pointer_copies_and_probes_the_source_run(tmp_path, monkeypatch):
     masked = execute(mask, rt)["metrics"]     # the checkpoint is probed, not retrained
     assert masked["top1_none"] == pytest.approx(source["metrics"]["top1"])
     assert masked["k_used"] == 1 and masked["gpsa_layers"] == kwargs["gpsa_layers"]
+
+
+def test_cpu_table2_has_an_equal_size_deit_and_cpu_does_not_judge_table3_on_two_rows():
+    cpu = [s for s in experiments.runs("cpu") if s.table == "table2"]
+    built = {s.name: timm.create_model(s.config["model"]["name"], **s.config["model"]["kwargs"]) for s in cpu}
+    size = {name: sum(p.numel() for p in m.parameters()) for name, m in built.items()}
+    assert abs(size["deit9"] / size["convit"] - 1) < 0.01 and size["convit"] / size["deit"] > 1.2
+    assert {(s.cell["row"], s.seed) for s in cpu if s.name == "deit9"} == {(f, k) for f in ("f10", "f100") for k in range(3)}
+    # Table 3's claim is about every trainable-GPSA variant (a-d); cpu runs rows a and e only
+    assert "t3_gpsa_beats_deit_low_data" not in experiments.RESOLVES["cpu"]
+    assert "t2_convit_ahead_of_equal_size_deit" in experiments.RESOLVES["cpu"]

@@ -218,15 +218,19 @@ def test_runs_fill_cells_of_paper_yaml(scale):
 
 
 def test_cpu_grid_fills_every_cell_and_varies_only_lr_warmup_placement_and_depth():
-    """cpu (issue #28): 3 placements x 4 learning rates x {no warm-up, 10 % of the updates} at depth 12 and
-    24, 3 seeds: 144 trainings that differ from each other only in those four settings and the seed."""
+    """cpu: 3 placements x 4 learning rates x {no warm-up, 10 % of the updates} at depth 12 and 24, 3 seeds,
+    and 12 seeds for the cell whose failure is judged as a rate (Post-LN at depth 24, lr 1e-2, no warm-up):
+    153 trainings that differ from each other only in those four settings and the seed."""
     import repro.models  # noqa: F401
 
     paper = load_paper(PAPER_YAML)
     specs = ex.runs("cpu")
     check_unique(specs)
     train = [s for s in specs if s.kind == "train"]
-    assert len(train) == 3 * 4 * 2 * 2 * 3 and {s.table for s in train} == {"stability_d12", "stability_d24"}
+    assert len(train) == 3 * 4 * 2 * 2 * 3 + 9 and {s.table for s in train} == {"stability_d12", "stability_d24"}
+    rate = [s for s in train if (s.table, s.cell["row"], s.name) == ("stability_d24", "lr1e2", "post_ln_nowarm")]
+    assert sorted(s.seed for s in rate) == list(range(12))
+    assert paper.precondition("grid_d24_post_ln_fails_without_warmup").check == "rate"
     filled = {(s.table, s.cell["row"], c) for s in train for c in s.cell["columns"]}
     for depth in (12, 24):
         t = paper.table(f"stability_d{depth}")

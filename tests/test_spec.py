@@ -168,7 +168,7 @@ def test_convit_paper_yaml_matches_agreed_keys_and_printed_numbers():
     assert [c.key for c in t1.columns] == ["heads", "dim", "params", "flops", "speed", "top1", "top5"]
     assert [r.key for r in t2.rows] == ["f5", "f10", "f30", "f50", "f100"]
     assert [c.key for c in t2.columns] == ["deit_top1", "convit_top1", "gap_top1",
-                                           "deit_top5", "convit_top5", "gap_top5"]
+                                           "deit_top5", "convit_top5", "gap_top5", "deit9_top1", "deit9_top5"]
     assert [r.x for r in t2.rows] == [0.05, 0.10, 0.30, 0.50, 1.00]
     assert t1.row("convit_s").values["params"].text == "27M" and t1.row("deit_s").values["flops"].text == "4.3G"
     assert not t1.row("deit_ti").values["top5"].reported

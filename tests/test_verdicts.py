@@ -291,3 +291,41 @@ def _scheduled_cell(paper, ref, scheduled):
     cell = _Stub(paper, {}).cell(ref, "cpu")
     cell.scheduled = scheduled
     return cell
+
+
+# ---- a failure judged as a rate over many runs (all-or-nothing outcomes)
+
+RATE_CLAIM = "  - {id: a_stuck, text: A stays at chance in most runs, table: acc, check: rate, rate: 0.5, pairs: [[r.a, 15]]}\n"
+
+
+def _judge_rate(tmp_path: Path, a: list) -> tuple:
+    (tmp_path / "papers" / "vp").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "papers" / "vp" / "paper.yaml").write_text(PAPER + RATE_CLAIM)
+    _write(tmp_path / "results", "full", a, [50.0] * len(a))
+    paper = load_paper(tmp_path / "papers" / "vp" / "paper.yaml")
+    assert not paper.problems
+    cmp = compare(paper, load_records("vp", root=tmp_path / "results")[0])
+    return {v.claim.id: v for v in judge_all(cmp) if v.scale == "full"}["a_stuck"]
+
+
+def test_a_failure_rate_is_an_exact_binomial_test_over_ten_or_more_runs(tmp_path):
+    stuck, escaped = [10.0] * 11, [25.0]  # 11 of 12 at chance: p = P(X >= 11 | n 12, 0.5) = 13 / 4096
+    v = _judge_rate(tmp_path / "a", stuck + escaped)
+    check = v.checks[0]
+    assert v.verdict == HOLDS and check.method == "binomial"
+    assert check.tests[0].p_greater == pytest.approx(13 / 4096)
+    assert check.effect == pytest.approx(11 / 12 - 0.5) and "11 of 12 runs at or below 15" in check.statistic
+    # the mean of these runs (11.25) is within 5 points of chance too, but a 3-seed t-test on
+    # [10, 15.34, 10] could not tell a stuck run from an escaped one: the same runs as a rate can
+    v = _judge_rate(tmp_path / "b", [10.0] + [30.0] * 11)  # mostly escaped: P(X <= 1) = 13 / 4096, it fails
+    assert v.verdict == FAILS
+    v = _judge_rate(tmp_path / "c", [10.0, 15.34, 10.0])  # three runs: no test, which way it leans
+    assert v.verdict == INCONCLUSIVE and v.checks[0].method == "rate_lean" and "n=3 < 10 runs" in v.checks[0].statistic
+
+
+def test_a_rate_check_needs_a_share_and_a_number_to_count_against(tmp_path):
+    for bad in ("rate: 1.5, pairs: [[r.a, 15]]", "pairs: [[r.a, 15]]", "rate: 0.5, pairs: [[r.a, r.b]]"):
+        (tmp_path / "vp").mkdir(exist_ok=True)
+        (tmp_path / "vp" / "paper.yaml").write_text(PAPER + "  - {id: x, text: X, table: acc, check: rate, " + bad + "}\n")
+        paper = load_paper(tmp_path / "vp" / "paper.yaml")
+        assert next(c for c in paper.claims if c.id == "x").invalid, bad

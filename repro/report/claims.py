@@ -28,7 +28,9 @@ _METHODS = {"welch": "one-sided Welch t-test across seeds",
             "exact": "exact values", "lean": f"fewer than {MIN_SEEDS} seeds per side: which way the means lean",
             "bound": "bound checked on every seed", "noise": "difference vs 2 sd of seed noise",
             "tolerance": "difference vs the claim's tolerance", "chance": "both sides at chance accuracy",
-            "diverged": "a run diverged (see the table)"}
+            "diverged": "a run diverged (see the table)",
+            "binomial": "exact binomial test of the share of runs at or below the bound",
+            "rate_lean": "fewer than 10 runs: which way the share of runs at or below the bound leans"}
 
 
 def combine(checks: list[Check]) -> str:

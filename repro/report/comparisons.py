@@ -13,7 +13,7 @@ import numpy as np
 
 from repro.report.compare import DIVERGED, MEASURED, Cell, Comparison, binomial_se, derive
 from repro.report.provenance import as_dict
-from repro.report.stats import Test, adjust, compare_means, resolvable_effect
+from repro.report.stats import Test, adjust, compare_means, rate_test, resolvable_effect
 from repro.spec import Claim, Paper, Ref
 
 HOLDS, FAILS, INCONCLUSIVE, NOT_RUN, INVALID = "holds", "fails", "inconclusive", "not run", "invalid"
@@ -22,6 +22,7 @@ OUTSIDE, NOT_RESOLVABLE, NOT_TESTABLE = "outside regime", "not resolvable", "not
 RESOLVED = (HOLDS, FAILS)
 JUDGED = (HOLDS, FAILS, INCONCLUSIVE, NOT_RESOLVABLE, NOT_TESTABLE)  # a result from the records of this scale
 MIN_SEEDS = 3
+MIN_RATE_RUNS = 10  # runs a rate check needs before it tests (fewer: which way the share leans)
 MIN_ROUNDS = 3  # alternated timing rounds a speed comparison needs (papers/cmhsa/timing.py records them)
 
 
@@ -89,6 +90,8 @@ def numbers(c: Check) -> str:
     (Holm), n 3/3, resolvable 2.09, paper +0.9'."""
     t = decisive(c)
     parts = [] if c.effect is None else [f"effect {c.effect:+.3g}"]
+    if c.relation == "rate" and t:
+        parts[-1] = f"{int(t.statistic)} of {t.n[0]} runs at or below {_fmt(c.rhs.const)}, share " + parts[-1]
     if t and t.ci:
         parts[-1] += f" (95 % CI {t.ci[0]:+.3g} to {t.ci[1]:+.3g})"
     if t and t.p_greater is not None:
@@ -176,6 +179,8 @@ def check_pair(cmp: Comparison, claim: Claim, lhs: Ref, rhs: Ref, scale: str | N
     exact = claim.evidence == "theory" or (claim.evidence == "timing" and alternated(cmp, (lhs, rhs), scale))
     if claim.relation == "<=":
         return _bound_exact(lhs, rhs, a, b) if exact else _bound_tested(claim, lhs, rhs, a, b)
+    if claim.relation == "rate":
+        return _rate(claim, lhs, rhs, a)
     if arrays:
         return Check(lhs, rhs, claim.relation, INVALID, "per-layer arrays can only be checked against a bound")
     effect = float(np.mean(a) - np.mean(b)) - claim.margin
@@ -257,6 +262,19 @@ def _bound_tested(claim: Claim, lhs: Ref, rhs: Ref, a: list, b: list) -> Check:
     return Check(lhs, rhs, "<=", INCONCLUSIVE, "", "welch", effect, max((t.mde or 0.0) for t in tests), tests)
 
 
+def _rate(claim: Claim, lhs: Ref, rhs: Ref, a: list) -> Check:
+    """The share of runs at or below rhs exceeds claim.rate: an exact binomial test over >= MIN_RATE_RUNS runs."""
+    k, n = sum(float(v) <= rhs.const for v in a), len(a)
+    if n < MIN_RATE_RUNS:
+        effect = k / n - claim.rate
+        return Check(lhs, rhs, "rate", INCONCLUSIVE,
+                     f"{k} of {n} runs at or below {_fmt(rhs.const)} (share {k / n:.2f} vs {claim.rate:g}); leans "
+                     f"{'above' if effect > 0 else 'below'} it, n={n} < {MIN_RATE_RUNS} runs", "rate_lean", effect,
+                     n=(n, "const"))
+    test = rate_test(a, rhs.const, claim.rate, claim.alpha)
+    return Check(lhs, rhs, "rate", INCONCLUSIVE, "", "binomial", test.effect, test.mde, [test])
+
+
 def _within(a: list, b: list, tol: float | None, exact: bool = False) -> tuple[str, str, str]:
     ma, mb = float(np.mean(a)), float(np.mean(b))
     d = abs(ma - mb)
@@ -307,6 +325,8 @@ def _test_text(c: Check, parts: list[str]) -> str:
                 f"excess {worst.effect:+.3g}" + (f", p(>)={worst.p_greater:.3g}, Holm {worst.p_greater_adj:.3g}"
                                                  if worst.p_greater is not None else ""))
     res = f"resolvable ≥ {_fmt(t.mde)} ({t.basis})" if t.mde is not None else t.basis
+    if c.relation == "rate":
+        res = f"{int(t.statistic)} of {t.n[0]} runs at or below {_fmt(c.rhs.const)}; " + res
     head = f"effect {t.effect:+.3g}" + (f" [95% CI {t.ci[0]:+.3g}, {t.ci[1]:+.3g}]" if t.ci else "") + f", {res}"
     if t.p_greater is None:
         return f"{head}; no spread across seeds (n={t.n[0]} vs {t.n[1]})"
@@ -347,6 +367,8 @@ def on_paper(paper: Paper, claim: Claim) -> str:
     for lhs, rhs in claim.pairs:
         a, b = _paper_value(paper, lhs), _paper_value(paper, rhs)
         if a is None or b is None:
+            return ""
+        if claim.relation == "rate":  # a share of runs: a paper prints no such thing per cell
             return ""
         ok.append(a - b > claim.margin if claim.relation == ">" else a <= b if claim.relation == "<=" else
                   abs(a - b) <= (claim.tolerance or 0.0))

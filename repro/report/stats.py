@@ -87,6 +87,21 @@ def compare_means(a: list, b: list, rhs_const: bool, alpha: float, margin: float
                 float(stats.t.cdf(r.statistic, r.df)), name, float(r.statistic), n, mde, basis)
 
 
+def rate_test(values: list, bound: float, rate: float, alpha: float) -> Test:
+    """The share of runs ending at or below ``bound`` exceeds ``rate``: an exact binomial test (scipy.stats),
+    for outcomes that are all-or-nothing (a run stuck at chance or escaping it), where a mean over a few
+    seeds says little. Effect and interval (Clopper-Pearson) are the share minus ``rate``."""
+    n, k = len(values), int(sum(float(v) <= bound for v in values))
+    lo, hi = stats.binomtest(k, n, rate).proportion_ci(0.95, method="exact")
+    # The smallest share above ``rate`` that n runs would show at one-sided ``alpha``.
+    k_min = next((j for j in range(n + 1) if stats.binom.sf(j - 1, n, rate) < alpha), None)
+    mde = None if k_min is None else k_min / n - rate
+    return Test(k / n - rate, (float(lo) - rate, float(hi) - rate),
+                float(stats.binomtest(k, n, rate, alternative="greater").pvalue),
+                float(stats.binomtest(k, n, rate, alternative="less").pvalue), "exact binomial", float(k), (n, "const"),
+                mde, f"exact binomial, {n} runs against a share of {rate:g}")
+
+
 def holm(pvalues: list[float]) -> list[float]:
     """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1), in the input order."""
     m = len(pvalues)
