@@ -11,7 +11,7 @@ documented in ``repro/report/README.md``; in short::
     figures: [{id, caption, source, kind, table, x_label, y_label, x_scale, y_scale, x_from, reference,
                baseline, series: [{label, row, column, metric}]}]
     claims:  [{id, text, source, table, check, scales, alpha, tolerance, evidence, reading, margin,
-               requires, control, similarity, rate,
+               requires, control, similarity, rate, somewhere,
                pairs | cells | columns+rows | column+rows+direction | cell+bound}]
     preconditions: [the same schema as a claim: the measured conditions of the paper's regime that
                     claims name in ``requires``]
@@ -229,6 +229,7 @@ class Claim:
     control: list[tuple[Ref, Ref]] = field(default_factory=list)  # negative control: the same check must reject it
     similarity: bool = False      # "similar", "no worse": holds only if a negative control is rejected
     rate: float | None = None     # rate: the share of runs the claim says end at or below the bound (exceeded)
+    somewhere: bool = False       # holds when any comparison holds, fails when all fail ("at some lr of the grid")
     line: int = 0
 
 
@@ -570,12 +571,13 @@ def _claim(c: _Checker, m: _Map, paper: Paper, kind: str = "claim") -> Claim | N
     what = f"{kind} {m.get('id')!r}"
     allowed = ("id", "text", "source", "table", "check", "scales", "alpha", "tolerance", "pairs", "cells",
                "columns", "rows", "column", "direction", "cell", "bound", "evidence", "reading", "margin",
-               "requires", "control", "similarity", "rate")
+               "requires", "control", "similarity", "rate", "somewhere")
     if not c.keys(m, allowed, ("id", "text", "check"), what):
         return None
     cl = Claim(id=_str(m["id"]), text=_str(m["text"]), source=_str(m.get("source")), table=_str(m.get("table")),
                check=_str(m["check"]), pairs=[], relation="", evidence=_str(m.get("evidence")) or "training",
-               reading=_str(m.get("reading")) or "paper", similarity=_flag(c, m, "similarity", what), line=m.line)
+               reading=_str(m.get("reading")) or "paper", similarity=_flag(c, m, "similarity", what),
+               somewhere=_flag(c, m, "somewhere", what), line=m.line)
     if cl.evidence not in EVIDENCE:
         c.problem(m.key_lines["evidence"], f"{what}: evidence {cl.evidence!r} is not one of {EVIDENCE}; "
                                            f"using 'training'")

@@ -249,7 +249,10 @@ def test_cpu_grid_fills_every_cell_and_varies_only_lr_warmup_placement_and_depth
     # every claim judged at cpu reads the grid, and needs the grid's own precondition
     for claim_id in ex.RESOLVES["cpu"]:
         claim = next(c for c in paper.claims if c.id == claim_id)
-        assert claim.table.startswith("stability_d") and claim.requires == [f"{claim.table.replace('stability_', 'grid_')}_post_ln_fails_without_warmup"]
+        grid = claim.table.replace("stability_", "grid_")
+        assert claim.table.startswith("stability_d") and claim.requires[0] == f"{grid}_post_ln_fails_without_warmup"
+        # the warm-up claim also needs a grid where the warmed-up Post-LN trains somewhere it is needed
+        assert claim.requires[1:] == ([f"{grid}_warmup_lets_post_ln_train"] if "warmup_rescues" in claim.id else [])
 
 
 def test_seeds_override_applies_to_probes_and_training():

@@ -33,11 +33,16 @@ _METHODS = {"welch": "one-sided Welch t-test across seeds",
             "rate_lean": "fewer than 10 runs: which way the share of runs at or below the bound leans"}
 
 
-def combine(checks: list[Check]) -> str:
-    """One verdict from a claim's comparisons (after Holm)."""
+def combine(checks: list[Check], somewhere: bool = False) -> str:
+    """One verdict from a claim's comparisons (after Holm); ``somewhere``: holds when any comparison holds,
+    fails when every one fails ("at some learning rate of the grid")."""
     verdicts = [c.verdict for c in checks]
     if INVALID in verdicts:
         return INVALID
+    if somewhere and HOLDS in verdicts:
+        return HOLDS
+    if somewhere and FAILS in verdicts:
+        return FAILS if all(v == FAILS for v in verdicts) else INCONCLUSIVE
     if FAILS in verdicts:
         return FAILS
     if all(v == HOLDS for v in verdicts):
@@ -110,7 +115,9 @@ def judge(cmp: Comparison, claim: Claim, scale: str | None, preconditions: dict 
                        on_paper=on_paper(cmp.paper, claim))
     checks = [check_pair(cmp, claim, lhs, rhs, scale) for lhs, rhs in pairs or claim.pairs]
     finish(checks, claim.alpha)
-    verdict, statistic = combine(checks), _summary(checks, claim.alpha)
+    verdict, statistic = combine(checks, claim.somewhere), _summary(checks, claim.alpha)
+    if claim.somewhere:
+        statistic = "holds if any one comparison holds, fails if all fail; " + statistic
     if dropped:
         statistic += f"; {dropped} comparison(s) on cells this scale does not run left out"
     v = Verdict(claim, scale, verdict, statistic, checks, on_paper(cmp.paper, claim))
@@ -207,7 +214,8 @@ def _scales(cmp: Comparison, claim: Claim) -> list:
 def judge_all(cmp: Comparison) -> list[Verdict]:
     """Every claim at every scale it applies to (scales with records, restricted by the claim's scales),
     after the preconditions it requires at that scale."""
-    pre = {s: {p.id: judge(cmp, p, s) for p in cmp.paper.preconditions} for s in [*cmp.scales, None]}
+    pre = {s: {p.id: judge(cmp, p, s) for p in cmp.paper.preconditions if p.scales is None or s in p.scales}
+           for s in [*cmp.scales, None]}  # a precondition limited to some scales applies only there
     return [judge(cmp, claim, s, pre[s]) for claim in cmp.paper.claims for s in _scales(cmp, claim)]
 
 

@@ -372,4 +372,4 @@ def on_paper(paper: Paper, claim: Claim) -> str:
             return ""
         ok.append(a - b > claim.margin if claim.relation == ">" else a <= b if claim.relation == "<=" else
                   abs(a - b) <= (claim.tolerance or 0.0))
-    return "" if not ok else HOLDS if all(ok) else FAILS
+    return "" if not ok else HOLDS if (any(ok) if claim.somewhere else all(ok)) else FAILS

@@ -1,0 +1,57 @@
+"""The controls and preconditions a skeptic asks for, on the committed cpu records: each test reads a verdict
+that the definitions before them judged otherwise (a fail where the baseline shows no problem to fix, a hold
+read off one of four variants, a gap shrink forced by a ceiling, a fail far above Post-LN's usable range)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from papers.convit import experiments as convit
+from repro.report.claims import FAILS, HOLDS, INCONCLUSIVE, combine
+from repro.report.comparisons import Check
+from repro.spec import Ref, load_paper
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _cpu(pid: str) -> dict:
+    summary = json.loads((REPO / "results" / pid / "summary.json").read_text())
+    return {c["id"]: c for c in summary["claims"] + summary["preconditions"] if c["scale"] == "cpu"}
+
+
+def test_oversmoothing_table1_needs_a_baseline_that_oversmooths_and_a_neutral_augmentation():
+    v = _cpu("oversmoothing")
+    assert v["pre_deit12_oversmooths"]["verdict"] == FAILS  # DeiT-12's last-block CosSim 0.29, not above 0.5
+    assert v["pre_mixing_augmentation_neutral"]["verdict"] == FAILS  # patch-grid CutMix alone costs ~3.9 points
+    for claim in ("t1_every_loss_raises_accuracy", "t1_contrastive_mixing_best", "t1_losses_lower_last_layer_cossim"):
+        assert v[claim]["verdict"] == "outside regime" and v[claim]["result"] == FAILS, claim  # was: fails
+    assert v["t1_mixing_loss_beats_its_augmentation"]["verdict"] == HOLDS  # the loss read against its control
+    paper = load_paper(REPO / "papers" / "oversmoothing" / "paper.yaml")
+    claim = next(c for c in paper.claims if c.id == "t1_losses_lower_last_layer_cossim")
+    assert claim.reading == "ours"  # the poster prints no CosSim for Table 1's models
+
+
+def test_convit_top5_gap_shrink_is_outside_a_ceiling_and_table3_is_not_judged_on_two_rows():
+    v = _cpu("convit")
+    assert v["pre_top5_headroom"]["verdict"] == FAILS  # DeiT's top-5 at 100 % is ~97 %, over the paper's 95.0
+    assert v["t2_gap_shrinks_top5"]["verdict"] == "outside regime"  # was: holds
+    assert v["t3_gpsa_beats_deit_low_data"]["verdict"] == "not designed"  # was: holds, on 1 of 4 variants
+    assert "t2_convit_ahead_of_equal_size_deit" in convit.RESOLVES["cpu"]
+
+
+def test_warmup_rescue_needs_post_ln_to_train_with_warmup_somewhere_it_is_needed():
+    v = _cpu("respostln")
+    for depth in (12, 24):
+        assert v[f"grid_d{depth}_warmup_lets_post_ln_train"]["verdict"] != HOLDS
+        assert v[f"grid_d{depth}_warmup_rescues_post_ln"]["verdict"] != FAILS  # d12 was: fails
+
+
+@pytest.mark.parametrize("verdicts,expected", [
+    ((HOLDS, FAILS, FAILS), HOLDS), ((FAILS, FAILS, FAILS), FAILS), ((INCONCLUSIVE, FAILS, FAILS), INCONCLUSIVE)])
+def test_somewhere_holds_on_any_comparison_and_fails_only_on_all(verdicts, expected):
+    ref = Ref("t", "r", "c")
+    checks = [Check(ref, ref, ">", v, "") for v in verdicts]
+    assert combine(checks, somewhere=True) == expected
+    assert combine(checks) == (FAILS if FAILS in verdicts else INCONCLUSIVE)  # the default: every one must hold
