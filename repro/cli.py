@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from tabulate import tabulate
 
 from . import locks, multirun, records
-from .checks import (check_classes, check_command, check_data, check_keys, check_recipe, check_writable,
+from .checks import (check_booleans, check_classes, check_command, check_data, check_recipe, check_writable,
                      class_counts)
 from .data import DataError, FractionError, check_fraction, open_split
 from .runs import (RUN_KEYS, SCALES, ConfigError, RunSpec, check_unique, deep_merge, import_object,
@@ -513,8 +513,15 @@ def _prepare(args: list[str]) -> list[str]:
     if not any(a.startswith("scale=") for a in out):
         out = _with_overrides(out, [f"scale={'small' if torch.cuda.is_available() else 'tiny'}"])
     overrides = OverridesParser.create().parse_overrides([a for a in out if "=" in a and not a.startswith("-")])
-    check_keys([o.input_line for o in overrides if not (sweep and o.is_sweep_override())])
-    return out
+    booleans = check_booleans([o.input_line for o in overrides if not (sweep and o.is_sweep_override())])
+    return [_as_boolean(a, booleans) for a in out]
+
+
+def _as_boolean(arg: str, booleans: dict[str, bool]) -> str:
+    """``force=no`` as ``force=false``: Hydra passes the boolean, never the truthy string."""
+    key, eq, _ = arg.partition("=")
+    name = key.lstrip("+~")
+    return f"{key}={str(booleans[name]).lower()}" if eq and name in booleans else arg
 
 
 def _with_overrides(args: list[str], extra: list[str]) -> list[str]:

@@ -183,3 +183,20 @@ def test_zoo_covers_every_paper_and_builds_on_meta(capsys, tmp_path):
     assert zoo.measure_row(row)["params"] == sum(p.numel() for p in real.parameters())
     assert zoo.main(["--paper", "respostln", "--json", str(tmp_path / "zoo.json")]) == 0
     assert "Res-Post-LN" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ flags, re-measuring, locks, full disks
+
+def test_boolean_flags_mean_what_they_say(dirs, capsys):
+    """force=no, smoke=off and make's FORCE=0 are false (Hydra kept them as truthy strings); force=maybe is bad input."""
+    pid = dirs["pid"]
+    assert main(["reproduce", *fast_args(pid, "tables=[table1]")]) == 0
+    rec = next(dirs["results"].rglob("*.json"))
+    before = rec.read_text()
+    assert main(["reproduce", *fast_args(pid, "tables=[table1]", "force=no", "smoke=off")]) == 0
+    assert rec.read_text() == before and " skip " in capsys.readouterr().out
+    assert not (dirs["results"] / pid / "tiny-smoke").exists()
+    err = one_line_error(capsys, main(["reproduce", *fast_args(pid, "force=maybe")]))
+    assert "force='maybe' is not a boolean" in err
+    make = subprocess.run(["make", "-n", "reproduce", "PAPER=x", "FORCE=0"], cwd=REPO, capture_output=True, text=True)
+    assert "force=0" in make.stdout and "force=true" not in make.stdout
