@@ -200,3 +200,28 @@ def test_boolean_flags_mean_what_they_say(dirs, capsys):
     assert "force='maybe' is not a boolean" in err
     make = subprocess.run(["make", "-n", "reproduce", "PAPER=x", "FORCE=0"], cwd=REPO, capture_output=True, text=True)
     assert "force=0" in make.stdout and "force=true" not in make.stdout
+
+
+def test_randaugment_at_posterizes_lowest_level_runs_through_the_loader_pipeline(monkeypatch):
+    """timm's RandAugment posterizes to 0 bits at its top magnitude, which Pillow 13 refuses: the pin in
+    pyproject.toml keeps a Pillow that takes it. Magnitude 10 without noise makes every posterize the lowest."""
+    import random
+
+    import numpy as np
+    from timm.data import auto_augment
+
+    from repro.data.image_loader import ImageTrainLoader
+    from repro.data.sources import Split
+
+    real, bits = auto_augment.NAME_TO_OP["PosterizeIncreasing"], []
+    monkeypatch.setitem(auto_augment.NAME_TO_OP, "PosterizeIncreasing",
+                        lambda img, b, **kw: bits.append(b) or real(img, b, **kw))
+    random.seed(0), np.random.seed(0)
+    n = 64
+    split = Split("tiny", [i % 2 for i in range(n)], ["a", "b"],
+                  array=np.random.default_rng(0).integers(0, 255, (n, 32, 32, 3), dtype=np.uint8), index=list(range(n)))
+    data = {"img_size": 32, "mean": (0.5,) * 3, "std": (0.5,) * 3}
+    loader = ImageTrainLoader(split, {"aa": "rand-m10-n2-inc1", "reprob": 0.0}, data, batch_size=16, seed=0)
+    batches = list(loader.epoch(0))
+    assert len(batches) == 4 and batches[0][0].shape == (16, 3, 32, 32)
+    assert 0 in bits  # posterize's lowest setting was drawn, and the pipeline took it
