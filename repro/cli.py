@@ -31,7 +31,7 @@ from .checks import (check_booleans, check_classes, check_command, check_data, c
                      class_counts)
 from .data import DataError, FractionError, check_fraction, open_split
 from .runs import (RUN_KEYS, SCALES, ConfigError, RunSpec, check_unique, deep_merge, import_object,
-                   known_papers, paper_runs, resolve, run_dir, run_groups, shard, source_spec, with_sources)
+                   known_papers, lock_dir, paper_runs, resolve, run_dir, run_groups, shard, source_spec, with_sources)
 from .train import ddp, preempt
 from .train.checkpoint import CheckpointError
 from .train.engine import Runtime, train
@@ -252,7 +252,7 @@ def _run_specs(specs: list[RunSpec], status: dict, force: bool, rt, d, say) -> l
             raise preempt.Preempted(f"{preempt.cause()} before {s.run_id}; run the same command again to go on")
         with _run_lock(s, d) as held:
             if not held:
-                who = locks.owner(run_dir(s) / locks.LOCK_NAME) or {}
+                who = locks.owner(lock_dir(s) / locks.LOCK_NAME) or {}
                 say(f"{tag} skip {s.run_id}: another process holds it (pid {who.get('pid')} on {who.get('host')})")
                 continue
             t0 = time.monotonic()
@@ -292,7 +292,7 @@ def _duration(seconds: float) -> str:
 def _run_lock(s: RunSpec, d):
     """The run's lock (repro/locks.py), taken by rank 0 alone; every rank gets its answer, so that all
     ranks train the run or all skip it."""
-    with (locks.run_lock(run_dir(s)) if d.is_main else contextlib.nullcontext(True)) as held:
+    with (locks.run_lock(lock_dir(s)) if d.is_main else contextlib.nullcontext(True)) as held:
         yield ddp.from_main(held, d)
 
 

@@ -82,13 +82,15 @@ def _toy_paper(root):
     return path
 
 
-def test_a_run_another_live_process_holds_is_skipped_and_said(dirs, capsys):
+def test_a_run_another_live_process_holds_is_skipped_and_said_whatever_the_cache(dirs, capsys, monkeypatch, tmp_path):
+    """The lock lives in the results folder: a command with a cache of its own still sees it."""
     pid = dirs["pid"]
     assert main(["list", *fast_args(pid)]) == 0
     run_id = next(line.split()[4] for line in capsys.readouterr().out.splitlines() if line.startswith("table2"))
-    folder = dirs["cache"] / "runs" / pid / "tiny" / run_id
+    folder = dirs["results"] / pid / "tiny" / "locks" / run_id
     folder.mkdir(parents=True)
     (folder / locks.LOCK_NAME).write_text(json.dumps({"pid": os.getppid(), "host": os.uname().nodename, "since": 0}))
+    monkeypatch.setenv("REPRO_CACHE_DIR", str(tmp_path / "another-cache"))
     assert main(["reproduce", *fast_args(pid)]) == 0
     out = capsys.readouterr().out
     assert f"skip {run_id}: another process holds it (pid {os.getppid()}" in out
