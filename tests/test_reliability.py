@@ -22,7 +22,8 @@ from repro.report.compare import INVALID, compare
 from repro.report.notebook import md_text
 from repro.spec import Ref, load_paper
 
-from conftest import REPO, fast_args, image_folder, subprocess_env
+from conftest import EXPERIMENTS, PROBES, REPO, fast_args, image_folder, subprocess_env, write_paper
+from test_cluster import SIGNAL_HOOK, _signal_args
 from test_cli import one_line_error, snapshot
 
 def _jpeg_dataset(root, per_class=4):
@@ -227,3 +228,26 @@ def test_randaugment_at_posterizes_lowest_level_runs_through_the_loader_pipeline
     batches = list(loader.epoch(0))
     assert len(batches) == 4 and batches[0][0].shape == (16, 3, 32, 32)
     assert 0 in bits  # posterize's lowest setting was drawn, and the pipeline took it
+
+
+def test_a_fresh_results_folder_measures_again_and_names_a_reused_checkpoint(dirs, capsys, monkeypatch, tmp_path):
+    """The cache's final checkpoints do not become a fresh folder's records; a partial one (a run stopped while
+    writing another folder) is resumed, and the record names it and the record it was started for."""
+    pid = dirs["pid"]
+    write_paper(dirs["papers"], pid, EXPERIMENTS, PROBES + SIGNAL_HOOK)
+    assert main(["reproduce", *fast_args(pid, "tables=[table2]")]) == 0
+    first = {r["run_id"]: r["provenance"] for r in records.load_records(pid, root=dirs["results"])[0]}
+    flag = tmp_path / "stop"
+    flag.touch()
+    assert main(["reproduce", *_signal_args(pid, flag, "SIGINT")]) == 130  # a partial checkpoint for ./results
+    flag.unlink()
+    monkeypatch.setenv("REPRO_RESULTS_DIR", str(tmp_path / "fresh"))
+    assert main(["reproduce", *fast_args(pid, "tables=[table2]")]) == 0
+    assert main(["reproduce", *_signal_args(pid, flag, "SIGINT")]) == 0
+    again = {r["run_id"]: r["provenance"] for r in records.load_records(pid, root=tmp_path / "fresh")[0]}
+    assert len(again) == 3 and set(first) < set(again)
+    for run_id, prov in first.items():  # trained and timed afresh
+        assert "resumed_from" not in again[run_id] and again[run_id]["train_s"] != prov["train_s"]
+    (resumed,) = [p["resumed_from"] for p in again.values() if "resumed_from" in p]
+    assert resumed["record"] == str(records.record_path(pid, "tiny", resumed["checkpoint"].split("/")[-2],
+                                                        root=dirs["results"]).resolve())

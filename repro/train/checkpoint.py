@@ -2,7 +2,7 @@
 
 One file per run (``<run dir>/last.pt``), replaced atomically (temp file, fsync, rename), holding
 model, optimizer, scheduler, grad scaler, EMA, the RNG states (python, numpy, torch, CUDA),
-epoch/step, the metrics history so far, and the run's config fingerprint. The last epoch is always
+epoch/step, the metrics history so far, the run's config fingerprint and the record it trains toward. The last epoch is always
 saved, so a finished run's ``last.pt`` holds its final model (what ``config["init"]`` of a later run
 starts from: init_from.py); nothing deletes it. Loaded with
 ``weights_only=True``. A checkpoint whose fingerprint is not the run's is refused with an error
@@ -78,6 +78,23 @@ def load(path: Path, fingerprint: str) -> dict | None:
         raise CheckpointError(f"{path}: checkpoint was written for config {state.get('fingerprint')}, this run's "
                               f"config is {fingerprint}; delete {path.parent} to train this config afresh")
     return state
+
+
+def for_record(state: dict | None, record: str, epochs: int, max_steps: int, path: Path
+               ) -> tuple[dict | None, dict | None]:
+    """The checkpoint a run writing ``record`` may resume, and the reuse its record must name.
+
+    A checkpoint written toward another record (another results folder sharing this cache, or written
+    before checkpoints named their record) holds the same config's training. A final one is not reused:
+    a fresh results folder measures again. A partial one is resumed, and the record says from what
+    (``resumed_from``: the checkpoint and the record it was written for).
+    """
+    if state is None or state.get("record") == record:
+        return state, None
+    if state["epoch"] >= epochs or (max_steps and state["step"] >= max_steps):
+        return None, None
+    return state, {"checkpoint": str(path), "record": state.get("record"), "epoch": state["epoch"],
+                   "step": state["step"]}
 
 
 def restore_module(module: torch.nn.Module, weights: dict, path: Path) -> None:
