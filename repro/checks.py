@@ -185,8 +185,9 @@ def check_classes(train, test, data: dict) -> None:
                           f"restore the missing class folders or set data.num_classes={len(train.classes)}")
 
 
-def check_writable(folder: Path) -> None:
-    """Records must be writable before hours of training, not after."""
+def check_writable(folder: Path, what: str = "results folder", env: str = "REPRO_RESULTS_DIR") -> None:
+    """A folder we will write (records, checkpoints, Hydra's run dir) is writable before hours of training,
+    not after: one line naming it, not a traceback from the first write."""
     folder = Path(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -194,5 +195,5 @@ def check_writable(folder: Path) -> None:
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
-        raise ConfigError(f"results folder {folder} is not writable ({e.strerror or e}); fix its permissions "
-                          f"or point REPRO_RESULTS_DIR at a writable folder") from None
+        raise ConfigError(f"{what} {folder} is not writable ({e.strerror or e}); fix its permissions "
+                          f"or point {env} at a writable folder") from None

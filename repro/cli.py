@@ -30,7 +30,7 @@ from . import locks, multirun, records
 from .checks import (check_booleans, check_classes, check_command, check_data, check_recipe, check_writable,
                      class_counts)
 from .data import DataError, FractionError, check_fraction, open_split
-from .runs import (RUN_KEYS, SCALES, ConfigError, RunSpec, check_unique, deep_merge, import_object,
+from .runs import (RUN_KEYS, SCALES, ConfigError, RunSpec, cache_root, check_unique, deep_merge, import_object,
                    known_papers, lock_dir, paper_runs, resolve, run_dir, run_groups, shard, source_spec, with_sources)
 from .train import ddp, preempt
 from .train.checkpoint import CheckpointError
@@ -312,7 +312,7 @@ def _run_one(s: RunSpec, tag: str, rt, say, force: bool, progress: str = "") -> 
     except BAD_INPUT:
         raise
     except Exception as e:  # a crash in one run is recorded; the other runs go on
-        if rt.dist.world_size > 1:  # the other ranks wait in a collective: let torchrun stop them all
+        if rt.dist.world_size > 1 or records.disk_full(e):  # other ranks wait in a collective; no room for a record
             raise
         traceback.print_exc()
         if rt.dist.is_main:
@@ -484,12 +484,23 @@ def _run_command(cfg: DictConfig) -> tuple[int, str | None]:
     except preempt.Preempted as e:
         code, error = preempt.exit_code(), f"stopped: {_one_line(e)}"
     except Exception as e:
+        if records.disk_full(e):
+            return 2, _said(f"error: {_disk_full_line(e)}")
         if not multirun.in_multirun():
             raise
         traceback.print_exc()
         code, error = 1, f"crashed: {type(e).__name__}: {_one_line(e)}"
+    return code, _said(error)
+
+
+def _said(error: str) -> str:
     print(error, file=sys.stderr, flush=True)
-    return code, error
+    return error
+
+
+def _disk_full_line(e: OSError) -> str:
+    return (f"no space left on the device writing {e.filename or 'a file'}; nothing half-written is kept and the "
+            f"finished runs keep their records: free space, then run the same command again")
 
 
 def _prepare(args: list[str]) -> list[str]:
@@ -544,6 +555,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         rest = _prepare(rest)
+        check_writable(cache_root() / "hydra", "cache folder", "REPRO_CACHE_DIR")  # Hydra's run dir, then ours
     except ConfigError as e:
         print(f"error: {_one_line(e)}", file=sys.stderr)
         return 2

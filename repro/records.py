@@ -6,6 +6,7 @@ run (train, eval or probe); the report reads records and never trains.
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import json
 import math
 import os
@@ -13,7 +14,7 @@ import platform
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, BinaryIO, Callable, Iterable
 
 SCHEMA = "vitrepro.record/1"
 STATUSES = ("finished", "diverged", "failed")
@@ -38,23 +39,38 @@ def record_path(paper: str, scale: str, run_id: str, root: Path | None = None) -
     return record_dir(paper, scale, root) / f"{run_id}.json"
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write to a temp file in the same folder, fsync, then rename: readers see old or new, never half."""
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def disk_full(e: BaseException) -> bool:
+    """A write that failed for want of space (or quota): bad input to fix on the machine, not a bug in a run."""
+    return isinstance(e, OSError) and e.errno in DISK_FULL
+
+
+def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
+    """``write(f)`` into a temp file in the same folder, fsync, then rename: readers see old or new, never
+    half, and a failed write (a full disk) leaves no temp file behind to keep the disk full."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+    except BaseException as e:
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, RuntimeError) and "unexpected pos" in str(e):  # torch.save's word for a short write
+            raise OSError(errno.ENOSPC, "No space left on device", str(path)) from None
+        if isinstance(e, OSError) and e.filename is None:  # a write through a file object names no file
+            e.filename = str(path)
         raise
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """``data`` to ``path`` atomically (``atomic_write``)."""
+    atomic_write(path, lambda f: f.write(data))
 
 
 def _jsonable(x: Any) -> Any:

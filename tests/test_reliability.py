@@ -4,6 +4,7 @@ Each test is an input that on commit d761d99 trained and recorded "finished" (or
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -13,6 +14,7 @@ import time
 
 import pytest
 import timm
+import torch
 
 from repro import locks, records
 from repro.cli import main
@@ -251,3 +253,54 @@ def test_a_fresh_results_folder_measures_again_and_names_a_reused_checkpoint(dir
     (resumed,) = [p["resumed_from"] for p in again.values() if "resumed_from" in p]
     assert resumed["record"] == str(records.record_path(pid, "tiny", resumed["checkpoint"].split("/")[-2],
                                                         root=dirs["results"]).resolve())
+
+
+@pytest.mark.parametrize("blocked", ["cache", "hydra"])
+def test_a_cache_folder_that_cannot_be_written_is_one_line(dirs, capsys, monkeypatch, blocked):
+    """A cache folder that is a file (or holds a file where Hydra's run dir goes) failed in Hydra, a traceback."""
+    target = dirs["cache"] / "file" if blocked == "cache" else dirs["cache"] / "hydra"
+    target.write_text("x")
+    if blocked == "cache":
+        monkeypatch.setenv("REPRO_CACHE_DIR", str(target))
+    for command in ("reproduce", "list"):
+        err = one_line_error(capsys, main([command, *fast_args(dirs["pid"])]))
+        assert "cache folder" in err and "is not writable" in err and "REPRO_CACHE_DIR" in err
+    assert not list(dirs["results"].rglob("*"))
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_the_report_on_a_folder_it_cannot_write_is_one_line(tmp_path, capsys, read_only):
+    from repro.report.__main__ import main as report_main
+    results = tmp_path / "results"
+    if read_only:
+        if os.geteuid() == 0:
+            pytest.skip("root writes to read-only folders")
+        results.mkdir()
+        results.chmod(0o500)
+    else:
+        results.write_text("a file where the results folder should be")
+    try:
+        code = report_main(["--paper", "convit", "--papers-dir", str(REPO / "papers"), "--results-dir", str(results),
+                            "--notebook", "none"])
+    finally:
+        if read_only:
+            results.chmod(0o700)
+    err = one_line_error(capsys, code)
+    assert f"cannot write the reports to {results}" in err
+
+
+def test_a_full_disk_is_one_line_and_leaves_no_temp_file(dirs, capsys, monkeypatch):
+    """ENOSPC while the data cache is written: no traceback, no failed record, no half-written file kept."""
+    _jpeg_dataset(dirs["data"])
+    save = torch.save
+
+    def full(obj, f, *a, **k):
+        f.write(b"x" * 1000)  # part of it got out before the disk filled
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", full)
+    err = one_line_error(capsys, main(["reproduce", *_jpeg_args(dirs["pid"], "tables=[table2]")]))
+    assert f"no space left on the device writing {dirs['cache'] / 'data'}" in err and "free space" in err
+    assert not [p for p in (dirs["cache"], dirs["results"]) for p in p.rglob("*.tmp")]
+    assert not list(dirs["results"].rglob("*.json"))
+    monkeypatch.setattr(torch, "save", save)

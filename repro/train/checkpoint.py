@@ -11,13 +11,13 @@ mix two experiments.
 """
 from __future__ import annotations
 
-import os
 import random
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from ..records import atomic_write
 
 
 class CheckpointError(RuntimeError):
@@ -48,18 +48,7 @@ def _as_tuple(x):
 
 def save(path: Path, state: dict) -> None:
     """Write ``state`` to ``path`` atomically: a reader (or a resumed run) sees old or new, never half."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, lambda f: torch.save(state, f))
 
 
 def load(path: Path, fingerprint: str) -> dict | None:
