@@ -125,6 +125,17 @@ def validate(spec: RunSpec, seen_data: set | None = None) -> str | None:
     return f"data: {class_counts(train)}; {class_counts(test)}"
 
 
+def check_records(paper: str, allow_invalid: bool) -> None:
+    """Every record of the paper (all tables and scales: the report reads them all) is valid, or the
+    command stops naming the first; ``allow_invalid=true`` goes on, and the report leaves them out."""
+    bad = records.load_records(paper)[1]
+    if bad and not allow_invalid:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise records.RecordError(f"{_one_line(bad[0])}{more}; or build the report without them: allow_invalid=true")
+    for e in bad:
+        print(f"skipped: {_one_line(e)}", file=sys.stderr)
+
+
 def to_train(specs: list[RunSpec], status: dict, force: bool) -> list[RunSpec]:
     """The runs this command may execute: those without a finished or diverged record (all with force)."""
     return [s for s in specs if force or status[s.run_id] not in DONE]
@@ -194,6 +205,7 @@ def reproduce(cfg: DictConfig) -> int:
     if c.get("dry_run"):
         return dry_run(specs, c)
     check_writable(records.results_root() / c["paper"])
+    check_records(c["paper"], bool(c.get("allow_invalid")))
     status = {s.run_id: record_status(s) for s in specs}  # a corrupt record stops us here
     seen: set = set()
     counts = [validate(s, seen) for s in to_train(specs, status, bool(c.get("force")))]  # a rebuild needs no data

@@ -11,6 +11,7 @@ import json
 import math
 import os
 import platform
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any, BinaryIO, Callable, Iterable
 
 SCHEMA = "vitrepro.record/1"
 STATUSES = ("finished", "diverged", "failed")
+PERCENT = re.compile(r"(^|_)top[15](_|$)")  # accuracies in %: top1, top5, best_top1, top1_masked, top1_curve
 REQUIRED = ("schema", "run_id", "paper", "table", "cell", "scale", "seed", "status", "metrics",
             "config", "provenance")
 
@@ -100,7 +102,19 @@ def validate(rec: dict, source: str = "<record>") -> dict:
         raise RecordError(f"{source}: status {rec['status']!r} is not one of {STATUSES}")
     if not isinstance(rec["cell"], dict) or not isinstance(rec["metrics"], dict):
         raise RecordError(f"{source}: 'cell' and 'metrics' must be objects")
+    for key, value in rec["metrics"].items():
+        if PERCENT.search(key):
+            _check_percent(key, value, source)
     return rec
+
+
+def _check_percent(key: str, value, source: str) -> None:
+    """An accuracy (or a curve of them) is a finite number of percent, or null where it was not measured."""
+    for x in value if isinstance(value, list) else [value]:
+        if x is not None and (isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x)
+                              or not 0 <= x <= 100):
+            raise RecordError(f"{source}: metrics.{key} = {x!r} is not an accuracy in [0, 100] %; delete the file "
+                              f"and rerun its run")
 
 
 def write_record(rec: dict, root: Path | None = None) -> Path:

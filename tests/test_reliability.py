@@ -304,3 +304,21 @@ def test_a_full_disk_is_one_line_and_leaves_no_temp_file(dirs, capsys, monkeypat
     assert not [p for p in (dirs["cache"], dirs["results"]) for p in p.rglob("*.tmp")]
     assert not list(dirs["results"].rglob("*.json"))
     monkeypatch.setattr(torch, "save", save)
+
+
+@pytest.mark.parametrize("top1", ["abc", 1e300, 100.5])
+def test_an_invalid_record_in_any_table_is_named_before_anything_runs(dirs, capsys, top1):
+    """Values are checked against their unit (top-1 in [0, 100] %, finite) wherever a record is read, and
+    reproduce checks every record of the paper, not only those of the tables it runs."""
+    pid = dirs["pid"]
+    assert main(["reproduce", *fast_args(pid, "tables=[table1]")]) == 0
+    good = json.loads(next(dirs["results"].rglob("*.json")).read_text())
+    bad = records.record_path(pid, "tiny", "table9-r-vit-s0-0123456789", root=dirs["results"])
+    bad.write_text(json.dumps({**good, "table": "table9", "metrics": {"top1": top1}}))
+    with pytest.raises(records.RecordError, match=r"metrics.top1 = .* is not an accuracy in \[0, 100\]"):
+        records.read_record(bad)
+    capsys.readouterr()
+    err = one_line_error(capsys, main(["reproduce", *fast_args(pid, "tables=[table1]")]))
+    assert err.startswith(f"error: {bad}: metrics.top1") and "allow_invalid=true" in err
+    assert main(["reproduce", *fast_args(pid, "tables=[table1]", "allow_invalid=true")]) == 0
+    assert f"skipped: {bad}" in capsys.readouterr().err
