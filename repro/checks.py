@@ -97,10 +97,18 @@ def check_command(c: dict) -> None:
 
 
 def check_data(data: dict) -> None:
-    """Image counts are positive or null (null: no limit) and the pipeline is one we have."""
+    """Image counts are positive or null (null: no limit), the pipeline is one we have, paths are given."""
     for key in ("max_per_class", "test_max_per_class", "test_limit"):
         _count(f"data.{key}", data.get(key), also=(None,))
     _choice("data.pipeline", data.get("pipeline", "auto"), PIPELINES)
+    check_paths(data)
+
+
+def check_paths(data: dict) -> None:
+    """The paths a dataset needs are given (data=folder: data.path); checked for probe runs too, which may
+    read images only once the runs before them have trained."""
+    if data.get("name") == "folder" and not data.get("path"):
+        raise ConfigError("data=folder needs data.path=<folder holding train/ and the test split>")
 
 
 def check_keys(overrides: list[str]) -> DictConfig:

@@ -27,9 +27,9 @@ from omegaconf import DictConfig, OmegaConf
 from tabulate import tabulate
 
 from . import locks, multirun, records
-from .checks import (check_booleans, check_classes, check_command, check_data, check_recipe, check_writable,
+from .checks import (check_booleans, check_command, check_data, check_paths, check_recipe, check_writable,
                      class_counts)
-from .data import DataError, FractionError, check_fraction, open_split
+from .data import DataError, FractionError, check_fraction, check_train_data
 from .runs import (RUN_KEYS, SCALES, ConfigError, RunSpec, cache_root, check_unique, deep_merge, import_object,
                    known_papers, lock_dir, paper_runs, resolve, run_dir, run_groups, shard, source_spec, with_sources)
 from .train import ddp, preempt
@@ -92,16 +92,17 @@ def build_specs(c: dict, overrides: dict | None = None) -> list[RunSpec]:
     return shard(specs, index, shards)
 
 
-def validate(spec: RunSpec, seen_data: set | None = None) -> str | None:
+def validate(spec: RunSpec, seen_data: dict | None = None) -> str | None:
     """Everything checkable before a run starts, so bad input fails before anything is written.
 
     Returns the dataset's images per class ('data: ...'), or None where ``seen_data`` (the datasets already
-    found) holds it: ImageNet is listed once, not per run.
+    checked) holds it: ImageNet is listed once, not per run.
     """
     if spec.kind == "probe":
         if not spec.config.get("probe"):
             raise ConfigError(f"probe run {spec.run_id} has no config['probe'] ('package.module:function')")
         import_object(spec.config["probe"])
+        check_paths(spec.config.get("data") or {})
         return
     check_model(spec.config)
     source = source_spec(spec)
@@ -114,15 +115,8 @@ def validate(spec: RunSpec, seen_data: set | None = None) -> str | None:
     probe_list(spec.config.get("probes"))
     for entry in spec.config.get("losses") or []:
         import_object(entry if isinstance(entry, str) else entry.get("fn", ""))
-    data = spec.config["data"]
-    key = repr(sorted((k, repr(v)) for k, v in data.items() if k != "fraction"))
-    if seen_data is not None and key in seen_data:
-        return None
-    train, test = open_split(data, "train"), open_split(data, "test")  # missing data, an empty class folder
-    check_classes(train, test, data)  # mismatched class folders
-    if seen_data is not None:
-        seen_data.add(key)
-    return f"data: {class_counts(train)}; {class_counts(test)}"
+    train, test, fresh = check_train_data(spec.config["data"], spec.config["recipe"], seen_data)
+    return f"data: {class_counts(train)}; {class_counts(test)}" if fresh else None
 
 
 def check_records(paper: str, allow_invalid: bool) -> None:
@@ -207,7 +201,7 @@ def reproduce(cfg: DictConfig) -> int:
     check_writable(records.results_root() / c["paper"])
     check_records(c["paper"], bool(c.get("allow_invalid")))
     status = {s.run_id: record_status(s) for s in specs}  # a corrupt record stops us here
-    seen: set = set()
+    seen: dict = {}
     counts = [validate(s, seen) for s in to_train(specs, status, bool(c.get("force")))]  # a rebuild needs no data
     if int(c["num_shards"]) == 1 and not ddp.in_torchrun():  # once, by the command typed (not its shards, ranks)
         for line in dict.fromkeys(n for n in counts if n):

@@ -322,3 +322,20 @@ def test_an_invalid_record_in_any_table_is_named_before_anything_runs(dirs, caps
     assert err.startswith(f"error: {bad}: metrics.top1") and "allow_invalid=true" in err
     assert main(["reproduce", *fast_args(pid, "tables=[table1]", "allow_invalid=true")]) == 0
     assert f"skipped: {bad}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("case", ["corrupt image", "batch over the data", "folder without a path"])
+def test_data_is_checked_before_any_run_starts(dirs, capsys, case):
+    """Each was caught only once a run had started (its folder, lock and log written, earlier runs trained)."""
+    pid = dirs["pid"]
+    _jpeg_dataset(dirs["data"])
+    args, expected = {
+        "corrupt image": (_jpeg_args(pid), "cannot decode image"),
+        "batch over the data": (fast_args(pid, "recipe.batch_size=500"), "make no full batch of 500"),
+        "folder without a path": (fast_args(pid, "tables=[table1]", "data=folder"), "data=folder needs data.path"),
+    }[case]
+    last = sorted((dirs["data"] / "cifar10-jpeg" / "train" / "truck").iterdir())[-1]
+    last.write_bytes(last.read_bytes()[:200])  # a JPEG cut short: its header reads, its pixels do not
+    err = one_line_error(capsys, main(["reproduce", *args]))
+    assert expected in err
+    assert not (dirs["cache"] / "runs").exists() and not list(dirs["results"].rglob("*.json"))
