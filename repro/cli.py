@@ -351,30 +351,42 @@ def _parallel(c: dict, specs: list[RunSpec], status: dict) -> int:
           f"time, {threads} thread(s) each", flush=True)
     start = time.time()
 
-    def one(index: int) -> int:
+    def one(index: int) -> int | None:
         if preempt.requested():  # SIGTERM or Ctrl-C: start no more groups
-            return preempt.exit_code()
+            return None
         cmd = [sys.executable, "-m", "repro", "reproduce", *task, f"shard={index}", f"num_shards={count}", "jobs=1",
                "report=false", f"runtime.threads={threads}", "runtime.progress=false"]
-        return preempt.wait(subprocess.Popen(cmd))
+        return preempt.wait(subprocess.Popen(cmd, env={**os.environ, preempt.SUMMARIZED: "1"}))
 
-    codes: list[int] = []
+    codes: list[int | None] = []
     with ThreadPoolExecutor(jobs) as pool:
         for done in as_completed([pool.submit(one, g) for g in todo]):
             codes.append(done.result())
-            spent, left = time.time() - start, len(todo) - len(codes)
-            print(f"{len(codes)}/{len(todo)} group(s) done in {_duration(spent)}"
-                  f"{f', ETA {_duration(spent / len(codes) * left)}' if left else ''}", flush=True)
+            ended = [code for code in codes if code is not None and not preempt.stopped(code)]
+            if codes[-1] in ended:  # a group that ran to its end; a stopped one is told in the summary
+                spent, left = time.time() - start, len(todo) - len(ended)
+                print(f"{len(ended)}/{len(todo)} group(s) done in {_duration(spent)}"
+                      f"{f', ETA {_duration(spent / len(ended) * left)}' if left else ''}", flush=True)
+    if preempt.requested():
+        raise preempt.Preempted(_stopped_runs([s for s in specs if group[s.run_id] in todo]))
     print(f"{c['paper']} at scale {c['scale']}: {jobs} jobs x {threads} thread(s) finished in "
           f"{time.time() - start:.0f} s of wall time (exit codes {sorted(set(codes))})", flush=True)
     if 2 in codes:
         return 2
-    if preempt.requested():
-        raise preempt.Preempted(f"{preempt.cause()}: the groups running were checkpointed; run the same command "
-                                f"again to resume them")
     if c.get("report", True):
         _build_report(c["paper"])
     return max(codes, default=0)
+
+
+def _stopped_runs(specs: list[RunSpec]) -> str:
+    """The one line a stopped ``jobs=N`` command ends with: which runs finished, which stopped, which never began."""
+    status = {s.run_id: record_status(s) for s in specs}
+    stopped = [run for run, st in status.items() if st == "partial"]
+    finished = sum(st in DONE for st in status.values())
+    names = ", ".join(stopped[:3]) + (", ..." if len(stopped) > 3 else "")
+    return (f"{preempt.cause()}: of {len(specs)} run(s), {finished} finished, {len(stopped)} stopped and "
+            f"checkpointed{f' ({names})' if names else ''}, {len(specs) - finished - len(stopped)} not started; "
+            f"run the same command again to resume")
 
 
 def _build_report(paper: str) -> None:
@@ -488,6 +500,8 @@ def _run_command(cfg: DictConfig) -> tuple[int, str | None]:
     except RunsFailed as e:
         code, error = 1, f"error: {_one_line(e)}"
     except preempt.Preempted as e:
+        if os.environ.get(preempt.SUMMARIZED):  # a group of a jobs=N command: its parent says it once for all
+            return preempt.exit_code(), f"stopped: {_one_line(e)}"
         code, error = preempt.exit_code(), f"stopped: {_one_line(e)}"
     except Exception as e:
         if records.disk_full(e):

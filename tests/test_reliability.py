@@ -8,6 +8,7 @@ import errno
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -339,3 +340,23 @@ def test_data_is_checked_before_any_run_starts(dirs, capsys, case):
     err = one_line_error(capsys, main(["reproduce", *args]))
     assert expected in err
     assert not (dirs["cache"] / "runs").exists() and not list(dirs["results"].rglob("*.json"))
+
+
+@pytest.mark.slow
+def test_ctrl_c_with_jobs_says_once_what_finished_and_what_stopped(dirs, tmp_path):
+    """Ctrl-C reaches the whole process group: the groups running stop and checkpoint, the parent alone sums up
+    (it printed "3/3 group(s) done" and "finished in" for groups that never ran, and each child its own line)."""
+    cmd = [sys.executable, "-m", "repro", "reproduce", *fast_args(dirs["pid"], "jobs=2", "recipe.epochs=500")]
+    p = subprocess.Popen(cmd, env=subprocess_env(dirs), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    t0 = time.time()
+    while len(list((dirs["cache"] / "runs").rglob("config.yaml"))) < 2:  # both groups inside their first run
+        assert p.poll() is None and time.time() - t0 < 300, p.communicate()
+        time.sleep(0.1)
+    os.killpg(p.pid, signal.SIGINT)
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 130, out + err
+    assert "group(s) done" not in out and "finished in" not in out, out
+    (line,) = [line for line in err.splitlines() if "stopped" in line]
+    assert line.startswith("stopped: SIGINT: of 3 run(s), 0 finished, 2 stopped and checkpointed (table2-") , err
+    assert line.endswith("1 not started; run the same command again to resume")
