@@ -58,16 +58,16 @@ def check_train_data(cfg: dict, recipe: dict, seen: dict | None = None):
     if fresh:
         train, test = open_split(cfg, "train"), open_split(cfg, "test")  # missing data, an empty class folder
         check_classes(train, test, cfg)  # mismatched class folders
-        if choose_pipeline(cfg) == "tensor" and train.files is not None:  # image files, not pixels in memory
-            decoded(train), decoded(test)  # a corrupt image stops the command here, not a run an hour in
-        if seen is not None:
-            seen[key] = (train, test)
     else:
         train, test = seen[key]
     fraction = check_fraction(cfg.get("fraction", 1.0))
     keep = fraction_indices(train, fraction)
     if len(keep) < int(recipe["batch_size"]):
         raise no_full_batch(train.name, len(keep), fraction, int(recipe["batch_size"]))
+    if fresh and choose_pipeline(cfg) == "tensor" and train.files is not None:  # image files, not pixels
+        decoded(train), decoded(test)  # a corrupt image stops the command here, not a run an hour in
+    if seen is not None:
+        seen[key] = (train, test)
     return train, test, fresh
 
 
