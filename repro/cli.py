@@ -363,7 +363,7 @@ def _parallel(c: dict, specs: list[RunSpec], status: dict) -> int:
         for done in as_completed([pool.submit(one, g) for g in todo]):
             codes.append(done.result())
             ended = [code for code in codes if code is not None and not preempt.stopped(code)]
-            if codes[-1] in ended:  # a group that ran to its end; a stopped one is told in the summary
+            if codes[-1] is not None and not preempt.stopped(codes[-1]):  # a stopped group is told in the summary
                 spent, left = time.time() - start, len(todo) - len(ended)
                 print(f"{len(ended)}/{len(todo)} group(s) done in {_duration(spent)}"
                       f"{f', ETA {_duration(spent / len(ended) * left)}' if left else ''}", flush=True)
@@ -500,9 +500,9 @@ def _run_command(cfg: DictConfig) -> tuple[int, str | None]:
     except RunsFailed as e:
         code, error = 1, f"error: {_one_line(e)}"
     except preempt.Preempted as e:
-        if os.environ.get(preempt.SUMMARIZED):  # a group of a jobs=N command: its parent says it once for all
-            return preempt.exit_code(), f"stopped: {_one_line(e)}"
         code, error = preempt.exit_code(), f"stopped: {_one_line(e)}"
+        if os.environ.get(preempt.SUMMARIZED):  # a group of a jobs=N command: its parent says it once for all
+            return code, error
     except Exception as e:
         if records.disk_full(e):
             return 2, _said(f"error: {_disk_full_line(e)}")

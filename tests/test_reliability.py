@@ -254,6 +254,10 @@ def test_a_fresh_results_folder_measures_again_and_names_a_reused_checkpoint(dir
     (resumed,) = [p["resumed_from"] for p in again.values() if "resumed_from" in p]
     assert resumed["record"] == str(records.record_path(pid, "tiny", resumed["checkpoint"].split("/")[-2],
                                                         root=dirs["results"]).resolve())
+    deleted = records.record_path(pid, "tiny", next(iter(first)))
+    deleted.unlink()  # its final checkpoint becomes its record again, and the record says so
+    assert main(["reproduce", *fast_args(pid, "tables=[table2]")]) == 0
+    assert records.read_record(deleted)["provenance"]["resumed_from"]["record"] == str(deleted.resolve())
 
 
 @pytest.mark.parametrize("blocked", ["cache", "hydra"])

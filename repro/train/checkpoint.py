@@ -73,14 +73,19 @@ def for_record(state: dict | None, record: str, epochs: int, max_steps: int, pat
                ) -> tuple[dict | None, dict | None]:
     """The checkpoint a run writing ``record`` may resume, and the reuse its record must name.
 
-    A checkpoint written toward another record (another results folder sharing this cache, or written
-    before checkpoints named their record) holds the same config's training. A final one is not reused:
-    a fresh results folder measures again. A partial one is resumed, and the record says from what
-    (``resumed_from``: the checkpoint and the record it was written for).
+    A run resumes its own partial checkpoint as if never stopped. Another record's checkpoint (another
+    results folder sharing this cache, or one written before checkpoints named their record) holds the
+    same config's training: a final one is not reused, so a fresh results folder measures again; a
+    partial one is resumed. That, and a final model turned into a record again (its record was deleted),
+    is named in the record: ``resumed_from`` gives the checkpoint and the record it was written for.
     """
-    if state is None or state.get("record") == record:
+    if state is None:
+        return None, None
+    final = state["epoch"] >= epochs or bool(max_steps and state["step"] >= max_steps)
+    mine = state.get("record") == record
+    if mine and not final:
         return state, None
-    if state["epoch"] >= epochs or (max_steps and state["step"] >= max_steps):
+    if final and not mine:
         return None, None
     return state, {"checkpoint": str(path), "record": state.get("record"), "epoch": state["epoch"],
                    "step": state["step"]}
