@@ -23,9 +23,9 @@ test-fast: $(PY)
 zoo: $(PY)
 	$(PY) -m repro.models.zoo
 
-# `make reproduce PAPER=convit [SCALE=tiny|cpu|small|full] [TABLES=table2] [SEEDS=3] [FORCE=1]`: runs, then the report.
+# `make reproduce PAPER=convit [SCALE=tiny|cpu|small|full] [TABLES=table2] [SEEDS=3] [FORCE=1]`: runs, then the report (FORCE=0 is no force).
 reproduce: $(PY)
-	$(PY) -m repro reproduce paper=$(PAPER) $(if $(SCALE),scale=$(SCALE)) $(if $(TABLES),tables=$(TABLES)) $(if $(SEEDS),seeds=$(SEEDS)) $(if $(FORCE),force=true)
+	$(PY) -m repro reproduce paper=$(PAPER) $(if $(SCALE),scale=$(SCALE)) $(if $(TABLES),tables=$(TABLES)) $(if $(SEEDS),seeds=$(SEEDS)) $(if $(FORCE),force=$(FORCE))
 
 # `make -j2 reproduce-all SCALE=tiny`: every paper and the cross-paper table, one make job each (a tiny run uses one thread, so
 # -j2 fills both cores of a 2-core machine); each job rebuilds its paper's report and the index.

@@ -13,8 +13,9 @@ from pathlib import Path
 import torch
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException, MissingConfigException
-from omegaconf import OmegaConf
-from omegaconf.errors import ConfigAttributeError, ConfigKeyError
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, ValidationError
+from omegaconf.nodes import BooleanNode
 
 from .runs import ConfigError
 
@@ -96,18 +97,27 @@ def check_command(c: dict) -> None:
 
 
 def check_data(data: dict) -> None:
-    """Image counts are positive or null (null: no limit) and the pipeline is one we have."""
+    """Image counts are positive or null (null: no limit), the pipeline is one we have, paths are given."""
     for key in ("max_per_class", "test_max_per_class", "test_limit"):
         _count(f"data.{key}", data.get(key), also=(None,))
     _choice("data.pipeline", data.get("pipeline", "auto"), PIPELINES)
+    check_paths(data)
 
 
-def check_keys(overrides: list[str]) -> None:
+def check_paths(data: dict) -> None:
+    """The paths a dataset needs are given (data=folder: data.path); checked for probe runs too, which may
+    read images only once the runs before them have trained."""
+    if data.get("name") == "folder" and not data.get("path"):
+        raise ConfigError("data=folder needs data.path=<folder holding train/ and the test split>")
+
+
+def check_keys(overrides: list[str]) -> DictConfig:
     """Every ``key=value`` names a key of the config: Hydra's struct error (a listing and exit 1) becomes
-    one line naming the key and the nearest valid one. Swept values are left to each job."""
+    one line naming the key and the nearest valid one. Swept values are left to each job. Returns the
+    composed config."""
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-            compose("config", overrides=overrides)
+            return compose("config", overrides=overrides)
     except MissingConfigException as e:  # data=nosuch: an option of a config group that does not exist
         group, _, name = str(e.missing_cfg_file).rpartition("/")
         options = ", ".join(e.options or [])
@@ -118,6 +128,27 @@ def check_keys(overrides: list[str]) -> None:
         if not isinstance(cause, (ConfigAttributeError, ConfigKeyError)) or not key:
             raise ConfigError(" ".join(str(e).split())) from None
         raise ConfigError(_unknown_key(key, cause.parent_node)) from None
+
+
+def check_booleans(overrides: list[str]) -> dict[str, bool]:
+    """{key: True/False} for each override of a key whose default is a boolean, read as OmegaConf reads a
+    boolean (true/false, yes/no, on/off, 1/0); anything else (``force=maybe``) is a ConfigError. Hydra
+    keeps such a value as a string, and a string is truthy: ``force=no`` forced."""
+    groups = [o for o in overrides if o.partition("=")[0] in {p.name for p in CONF_DIR.iterdir() if p.is_dir()}]
+    composed = check_keys(overrides)
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        defaults = compose("config", overrides=groups)  # the chosen data/recipe/scale, nothing else
+    out = {}
+    for o in overrides:
+        key = o.partition("=")[0].lstrip("+~")
+        if not isinstance(OmegaConf.select(defaults, key), bool):
+            continue
+        value = OmegaConf.select(composed, key)
+        try:
+            out[key] = BooleanNode(value, is_optional=False)._value()
+        except ValidationError:
+            raise ConfigError(f"{key}={value!r} is not a boolean; give {key}=true or {key}=false") from None
+    return out
 
 
 def _unknown_key(key: str, parent) -> str:
@@ -162,8 +193,9 @@ def check_classes(train, test, data: dict) -> None:
                           f"restore the missing class folders or set data.num_classes={len(train.classes)}")
 
 
-def check_writable(folder: Path) -> None:
-    """Records must be writable before hours of training, not after."""
+def check_writable(folder: Path, what: str = "results folder", env: str = "REPRO_RESULTS_DIR") -> None:
+    """A folder we will write (records, checkpoints, Hydra's run dir) is writable before hours of training,
+    not after: one line naming it, not a traceback from the first write."""
     folder = Path(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -171,5 +203,5 @@ def check_writable(folder: Path) -> None:
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
-        raise ConfigError(f"results folder {folder} is not writable ({e.strerror or e}); fix its permissions "
-                          f"or point REPRO_RESULTS_DIR at a writable folder") from None
+        raise ConfigError(f"{what} {folder} is not writable ({e.strerror or e}); fix its permissions "
+                          f"or point {env} at a writable folder") from None

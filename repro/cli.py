@@ -27,11 +27,11 @@ from omegaconf import DictConfig, OmegaConf
 from tabulate import tabulate
 
 from . import locks, multirun, records
-from .checks import (check_classes, check_command, check_data, check_keys, check_recipe, check_writable,
+from .checks import (check_booleans, check_command, check_data, check_paths, check_recipe, check_writable,
                      class_counts)
-from .data import DataError, FractionError, check_fraction, open_split
-from .runs import (RUN_KEYS, SCALES, ConfigError, RunSpec, check_unique, deep_merge, import_object,
-                   known_papers, paper_runs, resolve, run_dir, run_groups, shard, source_spec, with_sources)
+from .data import DataError, FractionError, check_fraction, check_train_data
+from .runs import (RUN_KEYS, SCALES, ConfigError, RunSpec, cache_root, check_unique, deep_merge, import_object,
+                   known_papers, lock_dir, paper_runs, resolve, run_dir, run_groups, shard, source_spec, with_sources)
 from .train import ddp, preempt
 from .train.checkpoint import CheckpointError
 from .train.engine import Runtime, train
@@ -92,16 +92,17 @@ def build_specs(c: dict, overrides: dict | None = None) -> list[RunSpec]:
     return shard(specs, index, shards)
 
 
-def validate(spec: RunSpec, seen_data: set | None = None) -> str | None:
+def validate(spec: RunSpec, seen_data: dict | None = None) -> str | None:
     """Everything checkable before a run starts, so bad input fails before anything is written.
 
     Returns the dataset's images per class ('data: ...'), or None where ``seen_data`` (the datasets already
-    found) holds it: ImageNet is listed once, not per run.
+    checked) holds it: ImageNet is listed once, not per run.
     """
     if spec.kind == "probe":
         if not spec.config.get("probe"):
             raise ConfigError(f"probe run {spec.run_id} has no config['probe'] ('package.module:function')")
         import_object(spec.config["probe"])
+        check_paths(spec.config.get("data") or {})
         return
     check_model(spec.config)
     source = source_spec(spec)
@@ -114,15 +115,19 @@ def validate(spec: RunSpec, seen_data: set | None = None) -> str | None:
     probe_list(spec.config.get("probes"))
     for entry in spec.config.get("losses") or []:
         import_object(entry if isinstance(entry, str) else entry.get("fn", ""))
-    data = spec.config["data"]
-    key = repr(sorted((k, repr(v)) for k, v in data.items() if k != "fraction"))
-    if seen_data is not None and key in seen_data:
-        return None
-    train, test = open_split(data, "train"), open_split(data, "test")  # missing data, an empty class folder
-    check_classes(train, test, data)  # mismatched class folders
-    if seen_data is not None:
-        seen_data.add(key)
-    return f"data: {class_counts(train)}; {class_counts(test)}"
+    train, test, fresh = check_train_data(spec.config["data"], spec.config["recipe"], seen_data)
+    return f"data: {class_counts(train)}; {class_counts(test)}" if fresh else None
+
+
+def check_records(paper: str, allow_invalid: bool) -> None:
+    """Every record of the paper (all tables and scales: the report reads them all) is valid, or the
+    command stops naming the first; ``allow_invalid=true`` goes on, and the report leaves them out."""
+    bad = records.load_records(paper)[1]
+    if bad and not allow_invalid:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise records.RecordError(f"{_one_line(bad[0])}{more}; or build the report without them: allow_invalid=true")
+    for e in bad:
+        print(f"skipped: {_one_line(e)}", file=sys.stderr)
 
 
 def to_train(specs: list[RunSpec], status: dict, force: bool) -> list[RunSpec]:
@@ -194,8 +199,9 @@ def reproduce(cfg: DictConfig) -> int:
     if c.get("dry_run"):
         return dry_run(specs, c)
     check_writable(records.results_root() / c["paper"])
+    check_records(c["paper"], bool(c.get("allow_invalid")))
     status = {s.run_id: record_status(s) for s in specs}  # a corrupt record stops us here
-    seen: set = set()
+    seen: dict = {}
     counts = [validate(s, seen) for s in to_train(specs, status, bool(c.get("force")))]  # a rebuild needs no data
     if int(c["num_shards"]) == 1 and not ddp.in_torchrun():  # once, by the command typed (not its shards, ranks)
         for line in dict.fromkeys(n for n in counts if n):
@@ -252,7 +258,7 @@ def _run_specs(specs: list[RunSpec], status: dict, force: bool, rt, d, say) -> l
             raise preempt.Preempted(f"{preempt.cause()} before {s.run_id}; run the same command again to go on")
         with _run_lock(s, d) as held:
             if not held:
-                who = locks.owner(run_dir(s) / locks.LOCK_NAME) or {}
+                who = locks.owner(lock_dir(s) / locks.LOCK_NAME) or {}
                 say(f"{tag} skip {s.run_id}: another process holds it (pid {who.get('pid')} on {who.get('host')})")
                 continue
             t0 = time.monotonic()
@@ -292,7 +298,7 @@ def _duration(seconds: float) -> str:
 def _run_lock(s: RunSpec, d):
     """The run's lock (repro/locks.py), taken by rank 0 alone; every rank gets its answer, so that all
     ranks train the run or all skip it."""
-    with (locks.run_lock(run_dir(s)) if d.is_main else contextlib.nullcontext(True)) as held:
+    with (locks.run_lock(lock_dir(s)) if d.is_main else contextlib.nullcontext(True)) as held:
         yield ddp.from_main(held, d)
 
 
@@ -312,7 +318,7 @@ def _run_one(s: RunSpec, tag: str, rt, say, force: bool, progress: str = "") -> 
     except BAD_INPUT:
         raise
     except Exception as e:  # a crash in one run is recorded; the other runs go on
-        if rt.dist.world_size > 1:  # the other ranks wait in a collective: let torchrun stop them all
+        if rt.dist.world_size > 1 or records.disk_full(e):  # other ranks wait in a collective; no room for a record
             raise
         traceback.print_exc()
         if rt.dist.is_main:
@@ -345,30 +351,42 @@ def _parallel(c: dict, specs: list[RunSpec], status: dict) -> int:
           f"time, {threads} thread(s) each", flush=True)
     start = time.time()
 
-    def one(index: int) -> int:
+    def one(index: int) -> int | None:
         if preempt.requested():  # SIGTERM or Ctrl-C: start no more groups
-            return preempt.exit_code()
+            return None
         cmd = [sys.executable, "-m", "repro", "reproduce", *task, f"shard={index}", f"num_shards={count}", "jobs=1",
                "report=false", f"runtime.threads={threads}", "runtime.progress=false"]
-        return preempt.wait(subprocess.Popen(cmd))
+        return preempt.wait(subprocess.Popen(cmd, env={**os.environ, preempt.SUMMARIZED: "1"}))
 
-    codes: list[int] = []
+    codes: list[int | None] = []
     with ThreadPoolExecutor(jobs) as pool:
         for done in as_completed([pool.submit(one, g) for g in todo]):
             codes.append(done.result())
-            spent, left = time.time() - start, len(todo) - len(codes)
-            print(f"{len(codes)}/{len(todo)} group(s) done in {_duration(spent)}"
-                  f"{f', ETA {_duration(spent / len(codes) * left)}' if left else ''}", flush=True)
+            ended = [code for code in codes if code is not None and not preempt.stopped(code)]
+            if codes[-1] is not None and not preempt.stopped(codes[-1]):  # a stopped group is told in the summary
+                spent, left = time.time() - start, len(todo) - len(ended)
+                print(f"{len(ended)}/{len(todo)} group(s) done in {_duration(spent)}"
+                      f"{f', ETA {_duration(spent / len(ended) * left)}' if left else ''}", flush=True)
+    if preempt.requested():
+        raise preempt.Preempted(_stopped_runs([s for s in specs if group[s.run_id] in todo]))
     print(f"{c['paper']} at scale {c['scale']}: {jobs} jobs x {threads} thread(s) finished in "
           f"{time.time() - start:.0f} s of wall time (exit codes {sorted(set(codes))})", flush=True)
     if 2 in codes:
         return 2
-    if preempt.requested():
-        raise preempt.Preempted(f"{preempt.cause()}: the groups running were checkpointed; run the same command "
-                                f"again to resume them")
     if c.get("report", True):
         _build_report(c["paper"])
     return max(codes, default=0)
+
+
+def _stopped_runs(specs: list[RunSpec]) -> str:
+    """The one line a stopped ``jobs=N`` command ends with: which runs finished, which stopped, which never began."""
+    status = {s.run_id: record_status(s) for s in specs}
+    stopped = [run for run, st in status.items() if st == "partial"]
+    finished = sum(st in DONE for st in status.values())
+    names = ", ".join(stopped[:3]) + (", ..." if len(stopped) > 3 else "")
+    return (f"{preempt.cause()}: of {len(specs)} run(s), {finished} finished, {len(stopped)} stopped and "
+            f"checkpointed{f' ({names})' if names else ''}, {len(specs) - finished - len(stopped)} not started; "
+            f"run the same command again to resume")
 
 
 def _build_report(paper: str) -> None:
@@ -483,13 +501,26 @@ def _run_command(cfg: DictConfig) -> tuple[int, str | None]:
         code, error = 1, f"error: {_one_line(e)}"
     except preempt.Preempted as e:
         code, error = preempt.exit_code(), f"stopped: {_one_line(e)}"
+        if os.environ.get(preempt.SUMMARIZED):  # a group of a jobs=N command: its parent says it once for all
+            return code, error
     except Exception as e:
+        if records.disk_full(e):
+            return 2, _said(f"error: {_disk_full_line(e)}")
         if not multirun.in_multirun():
             raise
         traceback.print_exc()
         code, error = 1, f"crashed: {type(e).__name__}: {_one_line(e)}"
+    return code, _said(error)
+
+
+def _said(error: str) -> str:
     print(error, file=sys.stderr, flush=True)
-    return code, error
+    return error
+
+
+def _disk_full_line(e: OSError) -> str:
+    return (f"no space left on the device writing {e.filename or 'a file'}; nothing half-written is kept and the "
+            f"finished runs keep their records: free space, then run the same command again")
 
 
 def _prepare(args: list[str]) -> list[str]:
@@ -513,8 +544,15 @@ def _prepare(args: list[str]) -> list[str]:
     if not any(a.startswith("scale=") for a in out):
         out = _with_overrides(out, [f"scale={'small' if torch.cuda.is_available() else 'tiny'}"])
     overrides = OverridesParser.create().parse_overrides([a for a in out if "=" in a and not a.startswith("-")])
-    check_keys([o.input_line for o in overrides if not (sweep and o.is_sweep_override())])
-    return out
+    booleans = check_booleans([o.input_line for o in overrides if not (sweep and o.is_sweep_override())])
+    return [_as_boolean(a, booleans) for a in out]
+
+
+def _as_boolean(arg: str, booleans: dict[str, bool]) -> str:
+    """``force=no`` as ``force=false``: Hydra passes the boolean, never the truthy string."""
+    key, eq, _ = arg.partition("=")
+    name = key.lstrip("+~")
+    return f"{key}={str(booleans[name]).lower()}" if eq and name in booleans else arg
 
 
 def _with_overrides(args: list[str], extra: list[str]) -> list[str]:
@@ -537,6 +575,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         rest = _prepare(rest)
+        check_writable(cache_root() / "hydra", "cache folder", "REPRO_CACHE_DIR")  # Hydra's run dir, then ours
     except ConfigError as e:
         print(f"error: {_one_line(e)}", file=sys.stderr)
         return 2

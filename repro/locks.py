@@ -1,8 +1,9 @@
-"""One process per run at a time: a lock file in the run's folder, created atomically (O_EXCL).
+"""One process per run at a time: a lock file created atomically (O_EXCL) in a folder of the run's own
+(``repro.runs.lock_dir``: in the results folder, beside the records, so that the lock holds whatever
+cache each command uses).
 
-Why: two identical ``reproduce`` commands on one results folder (or a cluster array job) would each
-train every run, twice the compute, racing on the same checkpoint and record. The lock holds the
-owner's pid and host, and its holder touches it every ``HEARTBEAT_S`` seconds (its mtime is the
+Why: two ``reproduce`` commands on one results folder (or a cluster array job) would each train every
+run, twice the compute, racing on the same record. The lock holds the owner's pid and host, and its holder touches it every ``HEARTBEAT_S`` seconds (its mtime is the
 heartbeat). A lock is stale, and taken over, when its owner is gone: a dead process on this host, or
 no heartbeat for ``STALE_AFTER_S`` seconds (a killed job on another host, e.g. a SLURM job requeued
 onto another node; on this host, a pid reused since its owner died). Under DDP only rank 0 takes it.
@@ -80,9 +81,14 @@ def acquire(folder: Path) -> Path | None:
 
 
 def release(path: Path | None) -> None:
+    """Remove our lock, and its folder once empty (a results folder keeps no trace of a finished run's lock)."""
     info = owner(path) if path is not None else None
     if info and info.get("pid") == os.getpid() and info.get("host") == socket.gethostname():
         path.unlink(missing_ok=True)
+        try:
+            path.parent.rmdir()
+        except OSError:  # another file in it, or already gone
+            pass
 
 
 def _beat(path: Path, stop: threading.Event) -> None:

@@ -6,17 +6,20 @@ run (train, eval or probe); the report reads records and never trains.
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import json
 import math
 import os
 import platform
+import re
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, BinaryIO, Callable, Iterable
 
 SCHEMA = "vitrepro.record/1"
 STATUSES = ("finished", "diverged", "failed")
+PERCENT = re.compile(r"(^|_)top[15](_|$)")  # accuracies in %: top1, top5, best_top1, top1_masked, top1_curve
 REQUIRED = ("schema", "run_id", "paper", "table", "cell", "scale", "seed", "status", "metrics",
             "config", "provenance")
 
@@ -38,23 +41,38 @@ def record_path(paper: str, scale: str, run_id: str, root: Path | None = None) -
     return record_dir(paper, scale, root) / f"{run_id}.json"
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write to a temp file in the same folder, fsync, then rename: readers see old or new, never half."""
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def disk_full(e: BaseException) -> bool:
+    """A write that failed for want of space (or quota): bad input to fix on the machine, not a bug in a run."""
+    return isinstance(e, OSError) and e.errno in DISK_FULL
+
+
+def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
+    """``write(f)`` into a temp file in the same folder, fsync, then rename: readers see old or new, never
+    half, and a failed write (a full disk) leaves no temp file behind to keep the disk full."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+    except BaseException as e:
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, RuntimeError) and "unexpected pos" in str(e):  # torch.save's word for a short write
+            raise OSError(errno.ENOSPC, "No space left on device", str(path)) from None
+        if isinstance(e, OSError) and e.filename is None:  # a write through a file object names no file
+            e.filename = str(path)
         raise
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """``data`` to ``path`` atomically (``atomic_write``)."""
+    atomic_write(path, lambda f: f.write(data))
 
 
 def _jsonable(x: Any) -> Any:
@@ -84,7 +102,19 @@ def validate(rec: dict, source: str = "<record>") -> dict:
         raise RecordError(f"{source}: status {rec['status']!r} is not one of {STATUSES}")
     if not isinstance(rec["cell"], dict) or not isinstance(rec["metrics"], dict):
         raise RecordError(f"{source}: 'cell' and 'metrics' must be objects")
+    for key, value in rec["metrics"].items():
+        if PERCENT.search(key):
+            _check_percent(key, value, source)
     return rec
+
+
+def _check_percent(key: str, value, source: str) -> None:
+    """An accuracy (or a curve of them) is a finite number of percent, or null where it was not measured."""
+    for x in value if isinstance(value, list) else [value]:
+        if x is not None and (isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x)
+                              or not 0 <= x <= 100):
+            raise RecordError(f"{source}: metrics.{key} = {x!r} is not an accuracy in [0, 100] %; delete the file "
+                              f"and rerun its run")
 
 
 def write_record(rec: dict, root: Path | None = None) -> Path:

@@ -20,7 +20,7 @@ from .subsets import FractionError, check_fraction, class_balanced_indices
 from .tensor_cache import decoded
 from .tensor_loader import TensorEvalLoader, TensorTrainLoader
 
-__all__ = ["Data", "build_data", "DataError", "FractionError", "data_root", "open_split",
+__all__ = ["Data", "build_data", "check_train_data", "DataError", "FractionError", "data_root", "open_split",
            "class_balanced_indices", "check_fraction", "DATASETS"]
 
 NATIVE_SIZE = {"cifar10": 32, "cifar100": 32, "cifar10_jpeg": 32}
@@ -42,6 +42,33 @@ def choose_pipeline(cfg: dict) -> str:
         raise DataError(f"data.pipeline={choice!r}: use tensor, loader or auto")
     native = NATIVE_SIZE.get(cfg["name"], int(cfg["img_size"]) if cfg["name"] == "synthetic" else None)
     return "tensor" if native == int(cfg["img_size"]) else "loader"
+
+
+def no_full_batch(name: str, images: int, fraction: float, batch: int) -> DataError:
+    return DataError(f"{name}: {images} training images (fraction {fraction}) make no full batch of {batch}; "
+                     f"lower recipe.batch_size or raise data.fraction")
+
+
+def check_train_data(cfg: dict, recipe: dict, seen: dict | None = None):
+    """Before any run starts: the splits exist with the same classes, every image of a cached (tensor
+    pipeline) dataset decodes, as the cache is built now, and the training set holds a full batch. Returns
+    the training split, and whether it was opened now (``seen``: splits already checked, by data config)."""
+    key = repr(sorted((k, repr(v)) for k, v in cfg.items() if k != "fraction"))
+    fresh = seen is None or key not in seen
+    if fresh:
+        train, test = open_split(cfg, "train"), open_split(cfg, "test")  # missing data, an empty class folder
+        check_classes(train, test, cfg)  # mismatched class folders
+    else:
+        train, test = seen[key]
+    fraction = check_fraction(cfg.get("fraction", 1.0))
+    keep = fraction_indices(train, fraction)
+    if len(keep) < int(recipe["batch_size"]):
+        raise no_full_batch(train.name, len(keep), fraction, int(recipe["batch_size"]))
+    if fresh and choose_pipeline(cfg) == "tensor" and train.files is not None:  # image files, not pixels
+        decoded(train), decoded(test)  # a corrupt image stops the command here, not a run an hour in
+    if seen is not None:
+        seen[key] = (train, test)
+    return train, test, fresh
 
 
 def build_data(cfg: dict, recipe: dict, *, seed: int, rank: int = 0, world: int = 1, device="cpu",
@@ -72,8 +99,7 @@ def build_data(cfg: dict, recipe: dict, *, seed: int, rank: int = 0, world: int 
                                  num_workers, device)
         test = ImageEvalLoader(test_split, cfg, eval_batch, rank, world, num_workers, device)
     if train.steps_per_epoch == 0:
-        raise DataError(f"{train_split.name}: {len(keep)} training images (fraction {fraction}) make no "
-                        f"full batch of {batch}; lower recipe.batch_size or raise data.fraction")
+        raise no_full_batch(train_split.name, len(keep), fraction, batch)
     info = {"train": train_split.name, "test": test_split.name, "train_images": len(keep),
             "test_images": len(test_split), "pipeline": pipeline, "num_classes": num_classes}
     return Data(train=train, test=test, num_classes=num_classes, info=info)

@@ -15,6 +15,7 @@ from typing import Sequence
 import numpy as np
 from PIL import Image
 
+from ..checks import check_paths
 from .subsets import class_balanced_indices
 from .synthetic import SyntheticImages
 
@@ -151,8 +152,7 @@ def _locate(cfg: dict, split: str) -> Split:
     if name in TORCHVISION:
         return _torchvision_split(name, cfg, split)
     if name == "folder":
-        if not cfg.get("path"):
-            raise DataError("data=folder needs data.path=<folder holding train/ and the test split>")
+        check_paths(cfg)
         base, train_split, test_split = Path(cfg["path"]), "train", cfg.get("test_split") or "val"
         if not base.is_absolute():
             base = root / base

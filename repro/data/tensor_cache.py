@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import torch
 from PIL import Image
 
+from ..records import atomic_write
 from ..runs import cache_root
 from .sources import DataError, Split
 
@@ -64,10 +64,6 @@ def decoded(split: Split) -> tuple[torch.Tensor, torch.Tensor]:
                             f"from the images: rm {path}") from None
     else:
         images = _decode_files(split)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            torch.save({"images": images}, f)
-        os.replace(tmp, path)
+        atomic_write(path, lambda f: torch.save({"images": images}, f))
     _memo[str(path)] = (images, labels)
     return images, labels

@@ -36,6 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     except UnknownPaper as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # a read-only results folder, a full disk: the records are only read, never touched
+        print(f"error: cannot write the reports to {results} ({e.strerror or e}: {e.filename or results}); fix its "
+              f"permissions or free space, then run the same command again", file=sys.stderr)
+        return 2
     for pid, err in errors.items():
         print(f"error: {pid}: {err}", file=sys.stderr)
     reports = [p for p in written if p.name == "report.html"]

@@ -2,7 +2,7 @@
 
 One file per run (``<run dir>/last.pt``), replaced atomically (temp file, fsync, rename), holding
 model, optimizer, scheduler, grad scaler, EMA, the RNG states (python, numpy, torch, CUDA),
-epoch/step, the metrics history so far, and the run's config fingerprint. The last epoch is always
+epoch/step, the metrics history so far, the run's config fingerprint and the record it trains toward. The last epoch is always
 saved, so a finished run's ``last.pt`` holds its final model (what ``config["init"]`` of a later run
 starts from: init_from.py); nothing deletes it. Loaded with
 ``weights_only=True``. A checkpoint whose fingerprint is not the run's is refused with an error
@@ -11,13 +11,13 @@ mix two experiments.
 """
 from __future__ import annotations
 
-import os
 import random
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from ..records import atomic_write
 
 
 class CheckpointError(RuntimeError):
@@ -48,18 +48,7 @@ def _as_tuple(x):
 
 def save(path: Path, state: dict) -> None:
     """Write ``state`` to ``path`` atomically: a reader (or a resumed run) sees old or new, never half."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, lambda f: torch.save(state, f))
 
 
 def load(path: Path, fingerprint: str) -> dict | None:
@@ -78,6 +67,28 @@ def load(path: Path, fingerprint: str) -> dict | None:
         raise CheckpointError(f"{path}: checkpoint was written for config {state.get('fingerprint')}, this run's "
                               f"config is {fingerprint}; delete {path.parent} to train this config afresh")
     return state
+
+
+def for_record(state: dict | None, record: str, epochs: int, max_steps: int, path: Path
+               ) -> tuple[dict | None, dict | None]:
+    """The checkpoint a run writing ``record`` may resume, and the reuse its record must name.
+
+    A run resumes its own partial checkpoint as if never stopped. Another record's checkpoint (another
+    results folder sharing this cache, or one written before checkpoints named their record) holds the
+    same config's training: a final one is not reused, so a fresh results folder measures again; a
+    partial one is resumed. That, and a final model turned into a record again (its record was deleted),
+    is named in the record: ``resumed_from`` gives the checkpoint and the record it was written for.
+    """
+    if state is None:
+        return None, None
+    final = state["epoch"] >= epochs or bool(max_steps and state["step"] >= max_steps)
+    mine = state.get("record") == record
+    if mine and not final:
+        return state, None
+    if final and not mine:
+        return None, None
+    return state, {"checkpoint": str(path), "record": state.get("record"), "epoch": state["epoch"],
+                   "step": state["step"]}
 
 
 def restore_module(module: torch.nn.Module, weights: dict, path: Path) -> None:

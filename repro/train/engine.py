@@ -21,7 +21,7 @@ from timm.utils import random_seed
 from tqdm import tqdm
 
 from ..data import build_data
-from ..records import _jsonable, device_name
+from ..records import _jsonable, device_name, record_path
 from ..runs import ConfigError, RunSpec, cache_root, run_dir, source_spec
 from . import checkpoint, preempt
 from .ddp import Dist, all_reduce, any_rank, barrier
@@ -136,6 +136,9 @@ class _Run:
         set_determinism(rt)
         random_seed(spec.seed)
         state = checkpoint.load(self.ckpt_path, spec.fingerprint) if rt.persist else None
+        self.record = str(record_path(spec.paper, spec.scale, spec.run_id).resolve())
+        state, self.resumed_from = checkpoint.for_record(state, self.record, run_epochs(self.recipe, self.cfg["data"]),
+                                                         int(self.recipe.get("max_steps") or 0), self.ckpt_path)
         self._build(state is not None)
         self.start_epoch, self.step, self.history, self.diverged_step = 0, 0, [], None
         self.spent = {"wall_s": 0.0, "train_s": 0.0, "images": 0}
@@ -356,7 +359,8 @@ class _Run:
         rngs = _gather_rng(self.d)
         if self.d.is_main:
             checkpoint.save(self.ckpt_path, {
-                "fingerprint": self.spec.fingerprint, "run_id": self.spec.run_id, "epoch": next_epoch,
+                "fingerprint": self.spec.fingerprint, "run_id": self.spec.run_id, "record": self.record,
+                "epoch": next_epoch,
                 "step": self.step, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
                 "ema": self.ema.state_dict() if self.ema is not None else None,
@@ -399,6 +403,8 @@ class _Run:
                       "fingerprint": self.spec.fingerprint}
         if self.source is not None:
             provenance["init_from"] = self.source.run_id
+        if self.resumed_from:
+            provenance["resumed_from"] = self.resumed_from
         if len(spent.get("devices", [])) > 1:
             provenance["devices"] = spent["devices"]
         return provenance

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 EXIT_CODE = 128 + signal.SIGTERM  # what a shell reports for a process ended by SIGTERM
 INTERRUPT_EXIT_CODE = 128 + signal.SIGINT  # ... and by Ctrl-C (130)
 REQUEUE_SIGNAL = signal.SIGUSR2   # submitit's default (its handler requeues the job)
+SUMMARIZED = "REPRO_STOP_SUMMARIZED"  # set for the children of a jobs=N command: the parent says what stopped
 
 _received: int | None = None      # the signal that asked us to stop, if any
 
@@ -75,6 +76,12 @@ def on_signals():
             print(f"{cause()}: the run is checkpointed; handing over to submitit to requeue the job",
                   file=sys.stderr, flush=True)
             previous[REQUEUE_SIGNAL](REQUEUE_SIGNAL, None)
+
+
+def stopped(code: int) -> bool:
+    """Whether a child's exit code says it was stopped (it checkpointed and exited, or the signal ended it
+    after that: its own handler is gone once its run is checkpointed), not that it ran to its end."""
+    return code < 0 or code in (EXIT_CODE, INTERRUPT_EXIT_CODE)
 
 
 def wait(proc: subprocess.Popen) -> int:
