@@ -467,6 +467,8 @@ def _hydra_main(cfg: DictConfig) -> dict:
     """The task function: its return value is what a multirun job reports (repro/multirun.py)."""
     global _exit_code
     code, error = _run_command(cfg)
+    if preempt.requested():
+        multirun.end_stopped_slurm_job(code)
     _exit_code = max(_exit_code, code)
     return {"code": code, "error": error}
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import threading
 import time
@@ -142,6 +143,18 @@ class JobReport(Callback):
             print(f"  job {o['num']} ({' '.join(o['overrides'])}): {what}{log}", flush=True)
         codes = [o["code"] for o in failed] + ([1] if missing > 0 else [])
         _worst = max([_worst, *codes])
+
+
+def end_stopped_slurm_job(code: int) -> None:
+    """A SLURM job whose run SIGTERM stopped (checkpointed, lock released) exits with ``code`` and no result.
+
+    SLURM sends SIGTERM when it requeues a job (``scontrol requeue``, preemption) or ends it (``scancel``, its
+    time limit). A result would tell the launcher's parent that the job is over, and it reported a failed job
+    while SLURM ran it again; without one the parent waits for the requeued job's result, or hears from SLURM
+    that the job was cancelled. (submitit's own handler of its requeue signal exits the same way.)
+    """
+    if os.environ.get("SUBMITIT_EXECUTOR") == "slurm" and in_multirun():
+        raise SystemExit(code)
 
 
 SLURM_LAUNCHERS = ("slurm", "submitit_slurm")

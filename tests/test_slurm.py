@@ -1,0 +1,191 @@
+"""The SLURM launcher on a real scheduler: a one-node cluster on this machine (tests/cluster/slurm.sh, which
+installs Debian's slurm-wlm and munge where they are missing) runs the project's own multiruns,
+``python -m repro reproduce -m hydra/launcher=slurm ...``, through Hydra's submitit launcher and sbatch.
+
+Each test submits real jobs: their outcomes reach the parent, a requeued job resumes its run, two commands on
+one results folder share the runs (a job killed with scancel leaves a lock that the next job takes over),
+and a job trains under torchrun with two processes. About two minutes in all on two cores.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from repro import locks, records
+from repro.cli import main
+
+from conftest import EXPERIMENTS, PROBES, REPO, fast_args, subprocess_env, write_paper
+
+pytestmark = pytest.mark.slow
+
+CLUSTER = REPO / "tests" / "cluster"
+# the slurm launcher's config with a test job's needs: one CPU, no GPU, 1 GB; progress every second
+LAUNCHER = ["hydra/launcher=slurm", "hydra.launcher.gpus_per_node=0", "hydra.launcher.cpus_per_task=1",
+            "hydra.launcher.mem_gb=1", "hydra.launcher.timeout_min=10", "hydra.callbacks.job_report.every_s=1"]
+
+HOLD_HOOK = '''
+
+def hold_at(model, step=3, flag="", mark=""):
+    """Extra loss (zero). At call `step`, while the file `flag` exists, the first process to get there writes
+    its SLURM job id into `mark` and waits (60 s at most) for a signal to stop it: its run is mid-epoch, locked."""
+    import os, time
+    from repro.train import preempt
+    calls = {"n": 0}
+    def term(images, targets, logits):
+        calls["n"] += 1
+        if calls["n"] == step and os.path.exists(flag):
+            try:
+                fd = os.open(mark + ".tmp", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:  # another process holds here already
+                return logits.sum() * 0.0
+            os.write(fd, os.environ["SLURM_JOB_ID"].encode())
+            os.close(fd)
+            os.rename(mark + ".tmp", mark)
+            start = time.time()
+            while not preempt.requested() and time.time() - start < 60:
+                time.sleep(0.05)
+        return logits.sum() * 0.0
+    return term
+'''
+
+
+def _slurm_ready() -> str | None:
+    """Why the cluster cannot be used here, or None once it is up."""
+    if shutil.which("sinfo") and subprocess.run([CLUSTER / "slurm.sh", "status"]).returncode == 0:
+        return None
+    if os.geteuid() != 0 and shutil.which("slurmctld") is None:
+        return "SLURM is not installed and installing it (tests/cluster/slurm.sh start) needs root"
+    p = subprocess.run([CLUSTER / "slurm.sh", "start"], capture_output=True, text=True, timeout=600)
+    return None if p.returncode == 0 else f"tests/cluster/slurm.sh start failed: {p.stderr.strip()[-500:]}"
+
+
+@pytest.fixture(scope="session")
+def slurm_path():
+    """PATH for commands that talk to the cluster. Without an accounting database `sacct` answers nothing,
+    and submitit asks it for the state of jobs that end without a result: tests/cluster/bin has one that
+    reads the controller's job table."""
+    why = _slurm_ready()
+    if why is not None:
+        (pytest.fail if os.environ.get("CI") else pytest.skip)(why)
+    path = os.environ["PATH"]
+    if subprocess.run(["sacct", "-j", "1"], capture_output=True).returncode != 0:
+        path = f"{CLUSTER / 'bin'}{os.pathsep}{path}"
+    return path
+
+
+@pytest.fixture
+def env(dirs, slurm_path):
+    write_paper(dirs["papers"], dirs["pid"], EXPERIMENTS, PROBES + HOLD_HOOK)
+    return dict(subprocess_env(dirs), PATH=slurm_path)
+
+
+def _submit(env, cwd, *args) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "repro", "reproduce", "-m", *LAUNCHER, *args]
+    return subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _end(p: subprocess.Popen, timeout: float = 180) -> tuple[int, str]:
+    """The parent's exit code and output."""
+    try:
+        out = p.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        p.kill()
+        pytest.fail(f"the multirun did not end within {timeout} s: {p.communicate()[0]}")
+    return p.returncode, out
+
+
+def _job_lines(out: str) -> list[str]:
+    return [ln for ln in out.splitlines() if ln.startswith("  job ")]
+
+
+def _job_stdout(line: str) -> str:
+    """The stdout of the job named in one of the parent's job lines (its stderr log, '_log.err')."""
+    return Path(line.rpartition("; log ")[2].replace("_log.err", "_log.out")).read_text()
+
+
+def _trained(text: str) -> list[str]:
+    """Run ids a command's output says it trained to the end ('[i/n] <run id>: finished, ...')."""
+    return [ln.split()[1].rstrip(":") for ln in text.splitlines() if ": finished, top1" in ln]
+
+
+def _wait_for(path: Path, procs, timeout: float = 120) -> str:
+    start = time.time()
+    while not path.exists():
+        if any(p.poll() is not None for p in procs) or time.time() - start > timeout:
+            pytest.fail(f"{path.name} never appeared: {[_end(p, 5)[1] for p in procs]}")
+        time.sleep(0.1)
+    return path.read_text()
+
+
+def _hold(pid: str, flag: Path, step: int = 5) -> str:
+    return f"losses=[{{fn: 'papers.{pid}.probes:hold_at', step: {step}, flag: '{flag}', mark: '{flag}.job'}}]"
+
+
+def _records(dirs) -> list[dict]:
+    return records.load_records(dirs["pid"], root=dirs["results"])[0]
+
+
+def test_jobs_report_their_outcomes_and_exit_non_zero_when_one_failed(dirs, env, tmp_path):
+    """Two jobs, one with a dataset that is not there: one line per job, exit 2, the other's records once."""
+    env["REPRO_DATA_DIR"] = str(dirs["data"] / "missing")  # data=cifar10_jpeg fails; synthetic needs none
+    args = [a for a in fast_args(dirs["pid"], "tables=[table2]", "recipe.epochs=1") if not a.startswith("data=")]
+    code, out = _end(_submit(env, tmp_path, *args, "data=synthetic,cifar10_jpeg"))
+    assert code == 2, out
+    assert "multirun: 2 job(s) through SlurmLauncher" in out and "job(s) done (" in out, out
+    assert "multirun: 2 job(s) ended, 1 failed" in out, out
+    ok, failed = _job_lines(out)
+    assert "data=synthetic)" in ok and "): finished; log " in ok
+    assert "data=cifar10_jpeg)" in failed and "failed (exit 2): error: " in failed
+    log = failed.rpartition("; log ")[2]
+    assert "/.submitit/" in log and failed.split("error: ")[1].split("; log ")[0] in Path(log).read_text()
+    recs = _records(dirs)
+    assert sorted(r["run_id"] for r in recs) == sorted(set(_trained(_job_stdout(ok)))) and len(recs) == 2
+    assert all(r["status"] == "finished" for r in recs)
+
+
+def _strip_timing(rec: dict) -> dict:
+    """A record's metrics without what depends on the machine's speed."""
+    timing = ("epoch_s", "images_per_s")
+    metrics = dict(rec["metrics"])
+    metrics["history"] = [{k: v for k, v in row.items() if k not in timing} for row in metrics["history"]]
+    return metrics
+
+
+def test_a_requeued_job_checkpoints_and_its_rerun_writes_the_uninterrupted_record(dirs, env, tmp_path, monkeypatch):
+    """scontrol requeue mid-epoch (SIGTERM, as preemption): the job checkpoints, frees the lock and ends without
+    a result; SLURM starts it again, it resumes, and the parent reports one finished job."""
+    pid, flag = dirs["pid"], tmp_path / "hold"
+    args = fast_args(pid, "tables=[table2]", "num_shards=2", "shard=1", "recipe.epochs=3", "runtime.threads=1",
+                     "runtime.checkpoint_every_s=0", _hold(pid, flag))
+    for key in ("results", "cache"):  # the uninterrupted reference, in this process (the flag is absent)
+        monkeypatch.setenv(f"REPRO_{key.upper()}_DIR", str(tmp_path / f"ref-{key}"))
+    assert main(["reproduce", *args]) == 0
+    (ref,) = records.load_records(pid, root=tmp_path / "ref-results")[0]
+    flag.touch()
+    p = _submit(env, tmp_path, *args)
+    job = _wait_for(Path(f"{flag}.job"), [p])  # the run holds at step 5, in its first epoch, locked
+    subprocess.run(["scontrol", "requeue", job], check=True)
+    flag.unlink()
+    while subprocess.run(["squeue", "-h", "-j", job, "-t", "PD", "-o", "%r"], capture_output=True,
+                         text=True).stdout.strip() != "BeginTime":
+        assert p.poll() is None, _end(p)[1]  # the parent waits for the requeued job
+        time.sleep(0.2)
+    assert list(dirs["cache"].rglob("last.pt")) and not list(tmp_path.rglob(locks.LOCK_NAME))
+    subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True)  # SLURM holds a requeued
+    code, out = _end(p)                                                                     # job 2 min otherwise
+    assert code == 0, out
+    (line,) = _job_lines(out)
+    assert "): finished; log " in line
+    log = _job_stdout(line)
+    assert f"run {ref['run_id']}" in log and f"resume {ref['run_id']}" in log, log
+    assert f"stopped: SIGTERM: {ref['run_id']} checkpointed at step 5 (epoch 1" in Path(
+        line.rpartition("; log ")[2]).read_text()
+    (again,) = _records(dirs)
+    assert _strip_timing(again) == _strip_timing(ref) and again["run_id"] == ref["run_id"]
+    assert not list(tmp_path.rglob(locks.LOCK_NAME))
