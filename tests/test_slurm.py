@@ -25,15 +25,17 @@ from conftest import EXPERIMENTS, PROBES, REPO, fast_args, subprocess_env, write
 pytestmark = pytest.mark.slow
 
 CLUSTER = REPO / "tests" / "cluster"
-# the slurm launcher's config with a test job's needs: one CPU, no GPU, 1 GB; progress every second
-LAUNCHER = ["hydra/launcher=slurm", "hydra.launcher.gpus_per_node=0", "hydra.launcher.cpus_per_task=1",
+# the slurm launcher's config with a test job's needs: CPUs, no GPU, 1 GB; a progress line every second
+def launcher(cpus: int = 1) -> list[str]:
+    return ["hydra/launcher=slurm", "hydra.launcher.gpus_per_node=0", f"hydra.launcher.cpus_per_task={cpus}",
             "hydra.launcher.mem_gb=1", "hydra.launcher.timeout_min=10", "hydra.callbacks.job_report.every_s=1"]
 
 HOLD_HOOK = '''
 
-def hold_at(model, step=3, flag="", mark=""):
+def hold_at(model, step=3, flag="", mark="", stuck=False):
     """Extra loss (zero). At call `step`, while the file `flag` exists, the first process to get there writes
-    its SLURM job id into `mark` and waits (60 s at most) for a signal to stop it: its run is mid-epoch, locked."""
+    its SLURM job id into `mark` and waits (5 min at most), its run mid-epoch and locked, for SIGTERM to stop it;
+    `stuck`: a step that SIGTERM does not end (SIGKILL does)."""
     import os, time
     from repro.train import preempt
     calls = {"n": 0}
@@ -41,14 +43,14 @@ def hold_at(model, step=3, flag="", mark=""):
         calls["n"] += 1
         if calls["n"] == step and os.path.exists(flag):
             try:
-                fd = os.open(mark + ".tmp", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+                os.close(os.open(mark + ".claim", os.O_CREAT | os.O_EXCL))
             except FileExistsError:  # another process holds here already
                 return logits.sum() * 0.0
-            os.write(fd, os.environ["SLURM_JOB_ID"].encode())
-            os.close(fd)
-            os.rename(mark + ".tmp", mark)
+            with open(mark + ".tmp", "w") as f:
+                f.write(os.environ["SLURM_JOB_ID"])
+            os.replace(mark + ".tmp", mark)
             start = time.time()
-            while not preempt.requested() and time.time() - start < 60:
+            while (stuck or not preempt.requested()) and time.time() - start < 300:
                 time.sleep(0.05)
         return logits.sum() * 0.0
     return term
@@ -85,8 +87,8 @@ def env(dirs, slurm_path):
     return dict(subprocess_env(dirs), PATH=slurm_path)
 
 
-def _submit(env, cwd, *args) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "repro", "reproduce", "-m", *LAUNCHER, *args]
+def _submit(env, cwd, *args, cpus: int = 1) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "repro", "reproduce", "-m", *launcher(cpus), *args]
     return subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -123,8 +125,9 @@ def _wait_for(path: Path, procs, timeout: float = 120) -> str:
     return path.read_text()
 
 
-def _hold(pid: str, flag: Path, step: int = 5) -> str:
-    return f"losses=[{{fn: 'papers.{pid}.probes:hold_at', step: {step}, flag: '{flag}', mark: '{flag}.job'}}]"
+def _hold(pid: str, flag: Path, stuck: bool = False) -> str:
+    return (f"losses=[{{fn: 'papers.{pid}.probes:hold_at', step: 5, flag: '{flag}', mark: '{flag}.job', "
+            f"stuck: {stuck}}}]")
 
 
 def _records(dirs) -> list[dict]:
@@ -189,3 +192,48 @@ def test_a_requeued_job_checkpoints_and_its_rerun_writes_the_uninterrupted_recor
     (again,) = _records(dirs)
     assert _strip_timing(again) == _strip_timing(ref) and again["run_id"] == ref["run_id"]
     assert not list(tmp_path.rglob(locks.LOCK_NAME))
+
+
+def test_two_commands_on_one_folder_train_each_run_once_and_a_killed_jobs_lock_is_taken_over(dirs, env, tmp_path):
+    """Job A holds run X mid-step; job B, on the other CPU, skips X (its holder is alive) and trains Y; A is
+    cancelled with scancel, and its step outlasts SLURM's KillWait after SIGTERM, so SIGKILL ends it with its
+    lock left behind; job C takes X's lock over and trains X, and skips Y. Each run trained once, recorded once."""
+    flag = tmp_path / "hold"
+    flag.touch()
+    args = fast_args(dirs["pid"], "tables=[table2]", "recipe.epochs=2", _hold(dirs["pid"], flag, stuck=True))
+    a = _submit(env, tmp_path, *args)
+    job_a = _wait_for(Path(f"{flag}.job"), [a])
+    (held,) = list(tmp_path.rglob(locks.LOCK_NAME))
+    code, out_b = _end(_submit(env, tmp_path, *args))
+    assert code == 0, out_b
+    log_b = _job_stdout(_job_lines(out_b)[0])
+    (x,) = [ln.split()[2].rstrip(":") for ln in log_b.splitlines() if "another process holds it" in ln]
+    (y,) = _trained(log_b)
+    assert held.exists() and locks.owner(held)["host"] == os.uname().nodename and x != y
+    subprocess.run(["scancel", job_a], check=True)
+    while subprocess.run(["squeue", "-h", "-j", job_a], capture_output=True, text=True).stdout.strip():
+        time.sleep(0.2)  # until SLURM has killed it (SIGTERM, KillWait, SIGKILL)
+    (err_a,) = tmp_path.rglob(f"{job_a}_0_log.err")
+    assert held.exists() and "stopped:" not in err_a.read_text()  # A died holding X, with no checkpoint
+    code, out_c = _end(_submit(env, tmp_path, *args))
+    assert code == 0, out_c
+    log_c = _job_stdout(_job_lines(out_c)[0])
+    assert _trained(log_c) == [x] and f"skip {y} (finished" in log_c, log_c
+    assert sorted(r["run_id"] for r in _records(dirs)) == sorted([x, y])
+    assert not list(tmp_path.rglob(locks.LOCK_NAME))
+    code, out_a = _end(a)  # A's parent learns from SLURM that its job ended without a result
+    assert code == 1 and f"Job {job_a} (task: 0)" in out_a and "(state: CANCELLED)" in out_a, out_a
+
+
+def test_a_job_trains_under_torchrun_with_two_processes_and_records_once(dirs, env, tmp_path):
+    """runtime.nproc_per_node=2 in a two-CPU job: the job relaunches itself under torchrun (gloo on CPU),
+    rank 0 takes the locks and writes each record once."""
+    args = fast_args(dirs["pid"], "tables=[table2]", "recipe.epochs=1", "runtime.nproc_per_node=2")
+    code, out = _end(_submit(env, tmp_path, *args, cpus=2))
+    assert code == 0, out
+    (line,) = _job_lines(out)
+    log = _job_stdout(line)
+    assert "torch.distributed.run --standalone --nproc_per_node=2" in log and "world size 2" in log, log
+    recs = _records(dirs)
+    assert len(recs) == 2 and sorted(_trained(log)) == sorted(r["run_id"] for r in recs)
+    assert all(r["provenance"]["world_size"] == 2 for r in recs)
