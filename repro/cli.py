@@ -187,6 +187,7 @@ def _describe(rec: dict) -> str:
 
 
 def reproduce(cfg: DictConfig) -> int:
+    multirun.join_slurm_tasks()
     c = OmegaConf.to_container(cfg, resolve=True)
     check_command(c)
     register_models(c.get("paper"), c["runtime"].get("imports"))

@@ -110,7 +110,7 @@ class JobReport(Callback):
                   f"{_duration(time.time() - start)} elapsed", flush=True)
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
-        if config.hydra.mode != RunMode.MULTIRUN:
+        if config.hydra.mode != RunMode.MULTIRUN or int(os.environ.get("RANK", 0)) != 0:  # a job's task 0 reports
             return
         if job_return.status == JobStatus.COMPLETED:
             value = job_return.return_value  # repro.cli's task function returns {"code", "error"}
@@ -145,6 +145,21 @@ class JobReport(Callback):
         _worst = max([_worst, *codes])
 
 
+def in_slurm_job() -> bool:
+    """Whether this process runs a job that submitit sent to SLURM."""
+    return os.environ.get("SUBMITIT_EXECUTOR") == "slurm" and in_multirun()
+
+
+def join_slurm_tasks() -> None:
+    """In a SLURM job of several tasks (``hydra.launcher.tasks_per_node`` or ``nodes`` above 1) each task is one
+    rank of the data-parallel group, as under torchrun: submitit's helper exports what ``torch.distributed``
+    reads (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT: the job's first node), so that ``repro``
+    joins the group instead of relaunching itself under torchrun in every task."""
+    if in_slurm_job() and int(os.environ.get("SLURM_NTASKS", "1")) > 1 and "RANK" not in os.environ:
+        from submitit.helpers import TorchDistributedEnvironment
+        TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
+
+
 def end_stopped_slurm_job(code: int) -> None:
     """A SLURM job whose run SIGTERM stopped (checkpointed, lock released) exits with ``code`` and no result.
 
@@ -153,7 +168,7 @@ def end_stopped_slurm_job(code: int) -> None:
     while SLURM ran it again; without one the parent waits for the requeued job's result, or hears from SLURM
     that the job was cancelled. (submitit's own handler of its requeue signal exits the same way.)
     """
-    if os.environ.get("SUBMITIT_EXECUTOR") == "slurm" and in_multirun():
+    if in_slurm_job():
         raise SystemExit(code)
 
 

@@ -26,8 +26,9 @@ pytestmark = pytest.mark.slow
 
 CLUSTER = REPO / "tests" / "cluster"
 # the slurm launcher's config with a test job's needs: CPUs, no GPU, 1 GB; a progress line every second
-def launcher(cpus: int = 1) -> list[str]:
+def launcher(cpus: int = 1, tasks: int = 1) -> list[str]:
     return ["hydra/launcher=slurm", "hydra.launcher.gpus_per_node=0", f"hydra.launcher.cpus_per_task={cpus}",
+            f"hydra.launcher.tasks_per_node={tasks}",
             "hydra.launcher.mem_gb=1", "hydra.launcher.timeout_min=10", "hydra.callbacks.job_report.every_s=1"]
 
 HOLD_HOOK = '''
@@ -87,8 +88,8 @@ def env(dirs, slurm_path):
     return dict(subprocess_env(dirs), PATH=slurm_path)
 
 
-def _submit(env, cwd, *args, cpus: int = 1) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "repro", "reproduce", "-m", *launcher(cpus), *args]
+def _submit(env, cwd, *args, cpus: int = 1, tasks: int = 1) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "repro", "reproduce", "-m", *launcher(cpus, tasks), *args]
     return subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -237,3 +238,17 @@ def test_a_job_trains_under_torchrun_with_two_processes_and_records_once(dirs, e
     recs = _records(dirs)
     assert len(recs) == 2 and sorted(_trained(log)) == sorted(r["run_id"] for r in recs)
     assert all(r["provenance"]["world_size"] == 2 for r in recs)
+
+
+def test_a_job_of_two_slurm_tasks_trains_as_two_ranks_and_records_once(dirs, env, tmp_path):
+    """tasks_per_node=2: srun starts two tasks, each one rank (gloo on CPU) without torchrun; task 0 reports."""
+    args = fast_args(dirs["pid"], "tables=[table2]", "recipe.epochs=1", "runtime.nproc_per_node=2")
+    code, out = _end(_submit(env, tmp_path, *args, tasks=2))
+    assert code == 0, out
+    (line,) = _job_lines(out)
+    log = _job_stdout(line)
+    assert "world size 2" in log and "torch.distributed.run" not in log and "_0_log.err" in line, log
+    recs = _records(dirs)
+    assert len(recs) == 2 and sorted(_trained(log)) == sorted(r["run_id"] for r in recs)
+    assert all(r["provenance"]["world_size"] == 2 for r in recs)
+    assert "world size" not in Path(line.rpartition("; log ")[2].replace("_0_log.err", "_1_log.out")).read_text()
