@@ -58,28 +58,31 @@ def hold_at(model, step=3, flag="", mark="", stuck=False):
 '''
 
 
-def _slurm_ready() -> str | None:
-    """Why the cluster cannot be used here, or None once it is up."""
+def _start_slurm() -> tuple[str | None, bool]:
+    """(why the cluster cannot be used here, or None; whether this call started it)."""
     if shutil.which("sinfo") and subprocess.run([CLUSTER / "slurm.sh", "status"]).returncode == 0:
-        return None
+        return None, False
     if os.geteuid() != 0 and shutil.which("slurmctld") is None:
-        return "SLURM is not installed and installing it (tests/cluster/slurm.sh start) needs root"
+        return "SLURM is not installed and installing it (tests/cluster/slurm.sh start) needs root", False
     p = subprocess.run([CLUSTER / "slurm.sh", "start"], capture_output=True, text=True, timeout=600)
-    return None if p.returncode == 0 else f"tests/cluster/slurm.sh start failed: {p.stderr.strip()[-500:]}"
+    return (None, True) if p.returncode == 0 else (f"tests/cluster/slurm.sh start failed: {p.stderr[-500:]}", False)
 
 
 @pytest.fixture(scope="session")
 def slurm_path():
-    """PATH for commands that talk to the cluster. Without an accounting database `sacct` answers nothing,
-    and submitit asks it for the state of jobs that end without a result: tests/cluster/bin has one that
-    reads the controller's job table."""
-    why = _slurm_ready()
+    """PATH for commands that talk to the cluster, started for the session unless it runs already (CI fails
+    where it cannot start; elsewhere the tests skip). Without an accounting database `sacct` answers nothing,
+    and submitit asks it about jobs that end without a result: tests/cluster/bin has one that reads the
+    controller's job table."""
+    why, started = _start_slurm()
     if why is not None:
         (pytest.fail if os.environ.get("CI") else pytest.skip)(why)
     path = os.environ["PATH"]
     if subprocess.run(["sacct", "-j", "1"], capture_output=True).returncode != 0:
         path = f"{CLUSTER / 'bin'}{os.pathsep}{path}"
-    return path
+    yield path
+    if started:
+        subprocess.run([CLUSTER / "slurm.sh", "stop"], capture_output=True, timeout=60)
 
 
 @pytest.fixture
