@@ -552,6 +552,11 @@ def main(argv: list[str] | None = None) -> int:
         print("stopped: interrupted; each run keeps its last checkpoint and its lock is released; run the same "
               "command again to resume", file=sys.stderr, flush=True)
         return preempt.INTERRUPT_EXIT_CODE
+    except SystemExit as e:  # Hydra exits 1 after printing an error, e.g. a multirun job that ended without a result
+        code = multirun.summarize_unended()  # then the jobs that did end, one line each
+        if not code:
+            raise
+        return max(code, e.code if isinstance(e.code, int) else 1)
     finally:
         sys.argv = saved
     return max(_exit_code, multirun.take_exit_code())
