@@ -192,6 +192,7 @@ def _describe(rec: dict) -> str:
 
 
 def reproduce(cfg: DictConfig) -> int:
+    multirun.join_slurm_tasks()
     c = OmegaConf.to_container(cfg, resolve=True)
     check_command(c)
     register_models(c.get("paper"), c["runtime"].get("imports"))
@@ -485,6 +486,8 @@ def _hydra_main(cfg: DictConfig) -> dict:
     """The task function: its return value is what a multirun job reports (repro/multirun.py)."""
     global _exit_code
     code, error = _run_command(cfg)
+    if preempt.requested():
+        multirun.end_stopped_slurm_job(code)
     _exit_code = max(_exit_code, code)
     return {"code": code, "error": error}
 
@@ -588,6 +591,11 @@ def main(argv: list[str] | None = None) -> int:
         print("stopped: interrupted; each run keeps its last checkpoint and its lock is released; run the same "
               "command again to resume", file=sys.stderr, flush=True)
         return preempt.INTERRUPT_EXIT_CODE
+    except SystemExit as e:  # Hydra exits 1 after printing an error, e.g. a multirun job that ended without a result
+        code = multirun.summarize_unended()  # then the jobs that did end, one line each
+        if not code:
+            raise
+        return max(code, e.code if isinstance(e.code, int) else 1)
     finally:
         sys.argv = saved
     return max(_exit_code, multirun.take_exit_code())

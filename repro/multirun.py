@@ -6,13 +6,16 @@ and error stay there: a failed job used to look like a finished one, and the par
 writes ``outcome.json`` into its Hydra output folder when it ends (``on_job_end``); the parent prints a
 progress line every ``every_s`` seconds while jobs run and, at the end, one line per job (finished, or
 failed with its one-line error and log file) and makes the exit code non-zero when one failed.
-A job killed outright (out of memory, node lost) writes no outcome: the submitit launcher then raises
-in the parent, and Hydra prints submitit's error, which names the job's log (exit code 1).
+A job killed outright (out of memory, node lost, scancel) writes no outcome: the submitit launcher then
+raises in the parent, Hydra prints submitit's error, which names the job's log, and ``summarize_unended``
+the lines of the jobs that did end (exit code 1). A SLURM job that SIGTERM stops (requeue, preemption)
+leaves no result either, so that the parent waits for the requeued job (``end_stopped_slurm_job``).
 """
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import threading
 import time
@@ -30,6 +33,8 @@ from .runs import ConfigError
 
 OUTCOME = "outcome.json"
 _worst = 0  # the worst exit code among the jobs of the last multirun, for repro.cli.main
+_running: tuple[Path, int | None, threading.Event] | None = None  # the multirun under way: its sweep folder,
+#                                                                   job count and progress thread's stop event
 
 
 def take_exit_code() -> int:
@@ -92,12 +97,14 @@ class JobReport(Callback):
         return {"every_s": self.every_s, "_stop": None}
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        global _running
         sweep_dir = Path(str(config.hydra.sweep.dir))
         total = _job_count(list(config.hydra.overrides.task))
         launcher = str(config.hydra.launcher.get("_target_", "")).rpartition(".")[2] or "launcher"
         print(f"multirun: {total if total is not None else 'some'} job(s) through {launcher}; outputs under "
               f"{sweep_dir}", flush=True)
         self._stop = threading.Event()
+        _running = (sweep_dir, total, self._stop)
         threading.Thread(target=self._progress, args=(sweep_dir, total, time.time()), daemon=True,
                          name="multirun-progress").start()
 
@@ -109,7 +116,7 @@ class JobReport(Callback):
                   f"{_duration(time.time() - start)} elapsed", flush=True)
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
-        if config.hydra.mode != RunMode.MULTIRUN:
+        if config.hydra.mode != RunMode.MULTIRUN or int(os.environ.get("RANK", 0)) != 0:  # a job's task 0 reports
             return
         if job_return.status == JobStatus.COMPLETED:
             value = job_return.return_value  # repro.cli's task function returns {"code", "error"}
@@ -126,22 +133,64 @@ class JobReport(Callback):
         tmp.replace(out / OUTCOME)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        global _worst
+        global _worst, _running
         if self._stop is not None:
             self._stop.set()
-        sweep_dir = Path(str(config.hydra.sweep.dir))
-        done = _outcomes(sweep_dir)
-        total = _job_count(list(config.hydra.overrides.task))
-        missing = (total or len(done)) - len(done)
-        failed = [o for o in done if o["code"] != 0]
-        print(f"multirun: {len(done)} job(s) ended, {len(failed)} failed"
-              f"{f', {missing} without an outcome (killed?)' if missing > 0 else ''}", flush=True)
-        for o in done:
-            what = "finished" if o["code"] == 0 else f"failed (exit {o['code']}): {o.get('error') or 'no error line'}"
-            log = f"; log {o['log']}" if o.get("log") else ""
-            print(f"  job {o['num']} ({' '.join(o['overrides'])}): {what}{log}", flush=True)
-        codes = [o["code"] for o in failed] + ([1] if missing > 0 else [])
-        _worst = max([_worst, *codes])
+        _running = None
+        _worst = max(_worst, _summary(Path(str(config.hydra.sweep.dir)), _job_count(list(config.hydra.overrides.task))))
+
+
+def _summary(sweep_dir: Path, total: int | None, missing_why: str = "killed?") -> int:
+    """Print one line per job of the sweep; returns the worst exit code (1 for jobs without an outcome)."""
+    done = _outcomes(sweep_dir)
+    missing = (total or len(done)) - len(done)
+    failed = [o for o in done if o["code"] != 0]
+    print(f"multirun: {len(done)} job(s) ended, {len(failed)} failed"
+          f"{f', {missing} without an outcome ({missing_why})' if missing > 0 else ''}", flush=True)
+    for o in done:
+        what = "finished" if o["code"] == 0 else f"failed (exit {o['code']}): {o.get('error') or 'no error line'}"
+        log = f"; log {o['log']}" if o.get("log") else ""
+        print(f"  job {o['num']} ({' '.join(o['overrides'])}): {what}{log}", flush=True)
+    return max([0, *(o["code"] for o in failed), *([1] if missing > 0 else [])])
+
+
+def summarize_unended() -> int:
+    """After a multirun that stopped before its end (a submitit launcher raises when a job ends without a
+    result, after Hydra printed that error): the one line per job that did end, and 1; 0 when none stopped."""
+    global _running
+    if _running is None:
+        return 0
+    sweep_dir, total, stop = _running
+    _running = None
+    stop.set()
+    return max(1, _summary(sweep_dir, total, "killed, or still running"))
+
+
+def in_slurm_job() -> bool:
+    """Whether this process runs a job that submitit sent to SLURM."""
+    return os.environ.get("SUBMITIT_EXECUTOR") == "slurm" and in_multirun()
+
+
+def join_slurm_tasks() -> None:
+    """In a SLURM job of several tasks (``hydra.launcher.tasks_per_node`` or ``nodes`` above 1) each task is one
+    rank of the data-parallel group, as under torchrun: submitit's helper exports what ``torch.distributed``
+    reads (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT: the job's first node), so that ``repro``
+    joins the group instead of relaunching itself under torchrun in every task."""
+    if in_slurm_job() and int(os.environ.get("SLURM_NTASKS", "1")) > 1 and "RANK" not in os.environ:
+        from submitit.helpers import TorchDistributedEnvironment
+        TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
+
+
+def end_stopped_slurm_job(code: int) -> None:
+    """A SLURM job whose run SIGTERM stopped (checkpointed, lock released) exits with ``code`` and no result.
+
+    SLURM sends SIGTERM when it requeues a job (``scontrol requeue``, preemption) or ends it (``scancel``, its
+    time limit). A result would tell the launcher's parent that the job is over, and it reported a failed job
+    while SLURM ran it again; without one the parent waits for the requeued job's result, or hears from SLURM
+    that the job was cancelled. (submitit's own handler of its requeue signal exits the same way.)
+    """
+    if in_slurm_job():
+        raise SystemExit(code)
 
 
 SLURM_LAUNCHERS = ("slurm", "submitit_slurm")
