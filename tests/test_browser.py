@@ -149,11 +149,15 @@ document.getElementById("f").addEventListener("load", () => {{
   const verdicts = [...doc.querySelectorAll('table.claims .verdict, p.tally .verdict, #papers-table .verdict')];
   const unscaled = verdicts.filter(v => !v.dataset.scale || !v.textContent.includes(v.dataset.scale.split("-")[0])
     && !v.textContent.includes("smoke") && !/^\\d/.test(v.textContent)).map(v => v.textContent);
+  const rows = [...doc.querySelectorAll('table.glance tr.glance-row')];
+  const first = rows.length ? rows[0].getBoundingClientRect().top + doc.defaultView.scrollY : null;
+  const wide = [...doc.querySelectorAll('table')].filter(t => t.closest('.scroll, details:not([open])') === null
+    && t.getBoundingClientRect().width > root.clientWidth).length;
   const out = document.createElement("pre");
   out.id = "result";
   out.textContent = JSON.stringify({{overflow: root.scrollWidth - root.clientWidth, links: doc.querySelectorAll(
     'a[href^="#"]').length, missing: missing, images: images.length, broken: broken, verdicts: verdicts.length,
-    unscaled: unscaled}});
+    unscaled: unscaled, height: root.scrollHeight, glance_rows: rows.length, first_row_top: first, wide: wide}});
   document.body.appendChild(out);
 }});
 </script></body></html>"""

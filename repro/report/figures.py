@@ -37,12 +37,27 @@ def _style(i: int) -> dict:
             "ls": LINESTYLES[i % len(LINESTYLES)], "lw": max(1.0, 3.0 - 0.5 * i), "ms": max(3.0, 7.0 - i)}
 
 
+EXPLAINS = {  # what the marks of each kind of figure are, said in every caption
+    "per_layer": "Lines: our mean over seeds (n in the legend); bands: ± 1 sd across seeds; thin lines: single heads; "
+                 "dotted: the values the claims are judged against.",
+    "vs_rows": "Points: our mean over seeds; bars: ± 1 sd across seeds; open markers: the paper's printed values; "
+               "dotted: the values the claims are judged against.",
+    "effects": "Points: the mean difference to the baseline; bars: its 95 % interval (Welch, across seeds); "
+               "dotted: no difference.",
+}
+EXPLAINS["per_epoch"] = EXPLAINS["per_layer"]
+
+
 @dataclass
 class RenderedFigure:
     spec: Figure
     scale: str | None
     path: Path | None   # None: nothing to draw yet
     note: str = ""
+
+    @property
+    def explains(self) -> str:
+        return EXPLAINS.get(self.spec.kind, "")
 
 
 def _arrays(cmp: Comparison, fig: Figure, series, scale: str) -> list[np.ndarray]:
@@ -198,6 +213,26 @@ def _references(ax, fig: Figure) -> None:
         ax.plot(x, y[0] + r["slope"] * (x - x[0]), color=line.get_color(), ls=":", lw=1.2, label=r["label"])
 
 
+def _thresholds(ax, cmp: Comparison, fig: Figure) -> None:
+    """Draw each constant a claim or precondition judges one of the figure's cells against (a CosSim of 0.5, an
+    accuracy floor, a gate at its init), dotted and named in the legend: the reader sees the line the verdict
+    is about."""
+    series = {(s.row, s.column) for s in fig.series} | {("", s.column) for s in fig.series if not s.row}
+    lo, hi = ax.get_ylim()
+    seen: set = set()  # a level far off the data's axis is in another unit (a fraction against a percent): skipped
+    for claim in [*cmp.paper.claims, *cmp.paper.preconditions]:
+        for lhs, rhs in claim.pairs:
+            cell, const = (lhs, rhs.const) if rhs.const is not None else (rhs, lhs.const)
+            hit = (cell.row, cell.column) in series or ("", cell.column) in series
+            if const is None or cell.const is not None or cell.table != fig.table or not hit:
+                continue
+            level = const + (claim.margin if claim.relation == ">" else 0.0)
+            if level in seen or not lo - (hi - lo) <= level <= hi + (hi - lo):
+                continue
+            seen.add(level)
+            ax.axhline(level, color="0.35", ls=":", lw=1.4, label=f"{claim.id}: {claim.relation} {level:g}")
+
+
 def _title(cmp: Comparison, fig: Figure, scale: str) -> str:
     """What is plotted, from which runs: the caption, then scale and data of the records behind it."""
     data = sorted({data_label(rec.get("config") or {}) for rec in cmp.records
@@ -227,6 +262,8 @@ def draw(cmp: Comparison, fig: Figure, scale: str | None) -> MplFigure | None:
         drawn = _vs_rows(axes[0], cmp, fig, scale, paper=not split)
     if not drawn:
         return None
+    if fig.kind != "effects":
+        _thresholds(axes[0], cmp, fig)
     _finish(axes[0], fig, _title(cmp, fig, scale))
     if split:
         _vs_rows(axes[1], cmp, fig, scale, ours=False)
