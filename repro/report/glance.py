@@ -82,12 +82,12 @@ def setting(cmp: Comparison, checks: list[Check], scale: str) -> dict:
            "models": sorted({m for r in recs if (m := model_label(r))}), "epochs": epochs, "seeds": seeds}
     budget = ", ".join(x for x in (f"{epochs} epochs" if epochs else "",
                                    f"{seeds} seed{'s' if seeds != '1' else ''}" if seeds else "") if x)
-    out["lines"] = [x for x in (out["data"], *out["models"], budget) if x]
+    out["budget"], out["lines"] = budget, [x for x in (out["data"], *out["models"], budget) if x]
     out["text"] = "; ".join(out["lines"])
     return out
 
 
-def short(text: str, limit: int = 120) -> str:
+def short(text: str, limit: int = 90) -> str:
     """A claim's first sentence, cut at a word near ``limit`` characters (the full text is one click away)."""
     first = text.split(". ")[0].rstrip(".")
     if len(first) <= limit:

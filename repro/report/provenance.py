@@ -53,7 +53,7 @@ def model_label(rec: dict) -> str:
     arch = {**{k: metrics[k] for k in ("depth",) if isinstance(metrics.get(k), int)},
             **({"num_heads": metrics["heads"]} if isinstance(metrics.get("heads"), int) else {}),
             **_architecture(config)}
-    parts = [FAMILIES.get(stem, stem) + (" (conv)" if "_conv" in name else "")]
+    parts = [FAMILIES.get(stem, stem) + (" (conv)" if "conv" in name.split("_") else "")]
     if isinstance(arch.get("depth"), int):
         parts.append(f"depth {arch['depth']}")
     if isinstance(arch.get("num_heads"), int) and arch["num_heads"] > 0:
