@@ -150,7 +150,7 @@ def first_screen(a: Assessment) -> list[dict]:
                                              "protocol: a verdict here is a finding about this setting")
         out.append({"scale": scale, "setting": a.settings.get(scale, ""), "budget": budget, "rows": rows,
                     "counts": heads.get(scale, "")})
-    return out
+    return sorted(out, key=lambda b: not b["rows"])  # scales that judge a claim first
 
 
 def forest_svg(r: dict, width: int = 220, height: int = 30) -> str:
