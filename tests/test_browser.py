@@ -64,7 +64,7 @@ class _Tables(HTMLParser):
 
     def __init__(self):
         super().__init__()
-        self.tables, self.scripts, self.title, self.ours, self._in = [], 0, "", [], None
+        self.tables, self.scripts, self.title, self.ours, self._in, self.svg = [], 0, "", [], None, 0
 
     def handle_starttag(self, tag, attrs):
         if tag == "table":
@@ -73,6 +73,8 @@ class _Tables(HTMLParser):
             self.tables[-1]["cells"].append("")
         elif tag == "script":
             self.scripts += 1
+        elif tag == "svg":  # an inline plot's <title> is its tooltip, not the page's
+            self.svg += 1
         elif tag == "span" and dict(attrs).get("class") == "ours":
             self.ours.append("")
             tag = "ours"
@@ -80,9 +82,10 @@ class _Tables(HTMLParser):
 
     def handle_endtag(self, tag):
         self._in = None
+        self.svg -= tag == "svg"
 
     def handle_data(self, data):
-        if self._in == "title":
+        if self._in == "title" and not self.svg:
             self.title += data
         if self._in == "ours":
             self.ours[-1] += data
@@ -119,7 +122,7 @@ def test_report_opens_in_chromium(tmp_path):
     assert parsed.ours[:3] == ["51.00 ± 1.00", "57.00 ± 1.00", "11.8 ± 0.2"]  # row A: base, ours, gap
     claims = next(t for t in parsed.tables if t["attrs"].get("id") == "claims-table")
     assert any("Ours > Base <always>" in c for c in claims["cells"])
-    assert '<span class="verdict v-holds" data-scale="full">✓ holds · full</span>' in dom.stdout
+    assert '<span class="verdict v-holds" data-scale="full">holds · full</span>' in dom.stdout
     assert "Accuracy <script>document.title='pwned'</script> & friends" in dom.stdout.replace("&lt;", "<").replace(
         "&gt;", ">").replace("&amp;", "&")
 
