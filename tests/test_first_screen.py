@@ -153,6 +153,8 @@ def test_figures_draw_the_judged_threshold_and_say_what_their_bands_are(built):
     assert "pre_smooth: &gt; 0.5" in svg
     page = (built / "gl" / "report.html").read_text()
     assert "bands: ± 1 sd across seeds" in page
+    rows = re.findall(r'<tr class="glance-row".*?</tr>', page, re.S)
+    assert all('href="#fig-sim-full"' in r for r in rows) and 'id="fig-sim-full"' in page  # beside each claim
 
 
 def test_pages_have_no_dead_notebook_link_no_none_header_and_read_wide_tables_long(built):

@@ -33,7 +33,7 @@ class UnknownPaper(KeyError):
         return f"unknown paper {self.paper_id!r}; known papers: {', '.join(self.known) or 'none'}"
 
 
-def summarize(a: Assessment) -> dict:
+def summarize(a: Assessment, drawn: set | frozenset = frozenset()) -> dict:
     """summary.json: cells per table and scale, every claim's verdict with its numbers, and what the report
     was built from."""
     cmp, verdicts = a.cmp, a.verdicts
@@ -54,7 +54,7 @@ def summarize(a: Assessment) -> dict:
         "tables": tables,
         "verdicts": tally(verdicts + a.preconditions),
         "headline": [{**h, "text": headline_text(h)} for h in headline(cmp, verdicts, a.preconditions, a.settings)],
-        "first_screen": first_screen(a),
+        "first_screen": first_screen(a, drawn),
         "settings": a.settings,
         "claims": [claim_entry(v, a.settings) for v in verdicts],
         "preconditions": [claim_entry(v, a.settings) for v in a.preconditions],
@@ -92,7 +92,7 @@ def build_report(paper_id: str, papers_dir: Path = Path("papers"), results_dir: 
     for stale in [*fig_dir.glob("*.png"), *fig_dir.glob("*.svg")] if fig_dir.is_dir() else []:
         if stale.with_suffix(".png") not in written:  # each figure is a .png with its .svg beside it
             stale.unlink()
-    summary = summarize(a)
+    summary = summarize(a, {(f.spec.id, f.scale) for f in rendered if f.path})
     written += [
         _write(out / "REPORT.md", markdown.render(a, rendered, out)),
         _write(out / "report.html", html.render(a, rendered)),

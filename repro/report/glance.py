@@ -114,9 +114,11 @@ def _floor(p: Verdict) -> bool:
                                   any(k in c.lhs.column for k in ("top1", "top5")) for c in p.checks)
 
 
-def row(cmp: Comparison, v: Verdict) -> dict:
-    """One claim at one scale as the first screen shows it."""
+def row(cmp: Comparison, v: Verdict, drawn: set | frozenset = frozenset()) -> dict:
+    """One claim at one scale as the first screen shows it (``drawn``: the (figure, scale) pairs drawn, of which
+    the row links those of the tables it compares)."""
     paper, c = cmp.paper, deciding(v.checks)
+    tables = {r.table for ch in v.checks for r in (ch.lhs, ch.rhs) if r.const is None}
     t = decisive(c) if c else None
     ok, bad = p_sides(c) if c else ("", "")
     side = bad if c and (c.verdict == FAILS or (t and t.p_greater is not None and getattr(t, bad) < getattr(t, ok))) else ok
@@ -132,11 +134,12 @@ def row(cmp: Comparison, v: Verdict) -> dict:
             "p": _num(getattr(t, side + "_adj")) if t and t.p_greater is not None else None,
             "n": "/".join(map(str, t.n if t else c.n or ())) if c else "",
             "paper_effect": _num(c.paper_effect) if c else None, "preconditions": pre,
+            "figures": [f.id for f in paper.figures if f.table in tables and (f.id, v.scale) in drawn],
             "qualifier": "under-trained: " + "; ".join(r["measured"] for p, r in zip(v.preconditions, pre)
                                                        if p in under) if under else ""}
 
 
-def first_screen(a: Assessment) -> list[dict]:
+def first_screen(a: Assessment, drawn: set | frozenset = frozenset()) -> list[dict]:
     """Per scale that judges anything (smoke scales left out): the setting, the budget caveat, each central
     claim as a row, and the counts of everything else (theory, timing, preconditions)."""
     cmp, out = a.cmp, []
@@ -144,7 +147,7 @@ def first_screen(a: Assessment) -> list[dict]:
     for scale in order_scales(cmp.scales):
         if is_smoke(scale):
             continue
-        rows = [row(cmp, v) for v in a.verdicts
+        rows = [row(cmp, v, drawn) for v in a.verdicts
                 if v.scale == scale and kind(v) in CENTRAL and v.claim.evidence == "training" and v.verdict in SHOWN]
         budget = "" if scale == "full" else (f"at this budget ({a.settings.get(scale, '')}), not the paper's "
                                              "protocol: a verdict here is a finding about this setting")

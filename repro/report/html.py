@@ -68,7 +68,7 @@ def render(a: Assessment, figures: list[RenderedFigure]) -> str:
     return _ENV.get_template("report.html.j2").render(
         paper=cmp.paper, cmp=cmp, runs=describe(cmp.records, cmp.scales), verdicts=a.verdicts,
         preconditions=a.preconditions, tally=tally(a.verdicts + a.preconditions), settings=a.settings,
-        first_screen=first_screen(a),
+        first_screen=first_screen(a, {(f.spec.id, f.scale) for f in figures if f.path}),
         **_placed([{"fig": f, "src": _png_data(f.path) if f.path else ""} for f in figures], cmp))
 
 
