@@ -64,7 +64,7 @@ class _Tables(HTMLParser):
 
     def __init__(self):
         super().__init__()
-        self.tables, self.scripts, self.title, self.ours, self._in = [], 0, "", [], None
+        self.tables, self.scripts, self.title, self.ours, self._in, self.svg = [], 0, "", [], None, 0
 
     def handle_starttag(self, tag, attrs):
         if tag == "table":
@@ -73,6 +73,8 @@ class _Tables(HTMLParser):
             self.tables[-1]["cells"].append("")
         elif tag == "script":
             self.scripts += 1
+        elif tag == "svg":  # an inline plot's <title> is its tooltip, not the page's
+            self.svg += 1
         elif tag == "span" and dict(attrs).get("class") == "ours":
             self.ours.append("")
             tag = "ours"
@@ -80,9 +82,10 @@ class _Tables(HTMLParser):
 
     def handle_endtag(self, tag):
         self._in = None
+        self.svg -= tag == "svg"
 
     def handle_data(self, data):
-        if self._in == "title":
+        if self._in == "title" and not self.svg:
             self.title += data
         if self._in == "ours":
             self.ours[-1] += data
@@ -149,11 +152,15 @@ document.getElementById("f").addEventListener("load", () => {{
   const verdicts = [...doc.querySelectorAll('table.claims .verdict, p.tally .verdict, #papers-table .verdict')];
   const unscaled = verdicts.filter(v => !v.dataset.scale || !v.textContent.includes(v.dataset.scale.split("-")[0])
     && !v.textContent.includes("smoke") && !/^\\d/.test(v.textContent)).map(v => v.textContent);
+  const rows = [...doc.querySelectorAll('table.glance tr.glance-row')];
+  const first = rows.length ? rows[0].getBoundingClientRect().top + doc.defaultView.scrollY : null;
+  const wide = [...doc.querySelectorAll('table')].filter(t => t.closest('.scroll, details:not([open])') === null
+    && t.getBoundingClientRect().width > root.clientWidth).length;
   const out = document.createElement("pre");
   out.id = "result";
   out.textContent = JSON.stringify({{overflow: root.scrollWidth - root.clientWidth, links: doc.querySelectorAll(
     'a[href^="#"]').length, missing: missing, images: images.length, broken: broken, verdicts: verdicts.length,
-    unscaled: unscaled}});
+    unscaled: unscaled, height: root.scrollHeight, glance_rows: rows.length, first_row_top: first, wide: wide}});
   document.body.appendChild(out);
 }});
 </script></body></html>"""
@@ -173,16 +180,37 @@ def _open(page: Path, width: int, tmp_path: Path) -> dict:
     return json.loads(html.unescape(found.group(1)))
 
 
+MAX_HEIGHT = 6000  # px at 1440: a report's verdicts fit its first screens, the rest is collapsed
+FIRST_SCREEN = 844  # px: the first verdict row starts within a phone's screen (and a laptop's)
+
+
+def _files_resolve(page: Path) -> list[str]:
+    """Every link and image of a page that is neither in-page nor remote nor inline, and names no file or folder
+    of a fresh clone (relative to the page; the fragment left out)."""
+    refs = re.findall(r'(?:href|src)="([^"#]+)(?:#[^"]*)?"', page.read_text())
+    local = [r for r in refs if not r.startswith(("http://", "https://", "data:", "mailto:"))]
+    return [r for r in local if not (page.parent / html.unescape(r)).exists()]
+
+
+def _first_screen_ok(result: dict, width: int) -> None:
+    assert result["glance_rows"] > 0 and result["first_row_top"] < FIRST_SCREEN, result
+    if width == 1440:
+        assert result["height"] <= MAX_HEIGHT, result
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("width", [1440, 390])
-@pytest.mark.parametrize("paper", ["convit", "cmhsa", "oversmoothing", "augvit", "respostln"])
+@pytest.mark.parametrize("paper", ["convit", "cmhsa", "oversmoothing", "augvit", "respostln", "crosspaper"])
 def test_committed_report_reads_in_chromium(paper, width, tmp_path):
-    """The committed report at desktop and phone width: no sideways scroll of the page, every in-page link
-    (table of contents, claim -> table) lands on an element, every figure decodes, every verdict badge names
-    its scale; the index's claim links exist."""
+    """The committed report at desktop and phone width: no sideways scroll of the page, its first screen holds
+    the verdict rows, at most 6,000 px tall at 1440, every in-page link (table of contents, claim -> table) lands
+    on an element and every other link or image names a file of the clone, every figure decodes, every verdict
+    badge names its scale; the index's claim links exist."""
     page = REPO / "results" / paper / "report.html"
     result = _open(page, width, tmp_path)
     assert result["overflow"] <= 0, result
+    _first_screen_ok(result, width)
+    assert _files_resolve(page) == []
     assert result["links"] > 5 and result["missing"] == [], result
     assert result["images"] == page.read_text().count("data:image/png")
     assert result["broken"] == [], result
@@ -191,6 +219,21 @@ def test_committed_report_reads_in_chromium(paper, width, tmp_path):
     index = (REPO / "results" / "index.html").read_text()
     targets = re.findall(rf'href="{paper}/report\.html#([^"]+)"', index)
     assert targets and set(targets) <= ids
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width", [1440, 390])
+def test_committed_index_opens_on_every_papers_verdict_rows(width, tmp_path):
+    """The index at desktop and phone width: no sideways scroll, one first-screen block per paper starting within
+    the first screen, at most 6,000 px tall at 1440, every link and image resolves."""
+    page = REPO / "results" / "index.html"
+    result = _open(page, width, tmp_path)
+    assert result["overflow"] <= 0 and result["missing"] == [] and result["broken"] == [], result
+    _first_screen_ok(result, width)
+    text = page.read_text()
+    assert all(f'id="glance-{p}"' in text for p in ("convit", "cmhsa", "oversmoothing", "augvit", "respostln",
+                                                     "crosspaper"))
+    assert _files_resolve(page) == []
 
 
 @pytest.mark.slow

@@ -15,6 +15,7 @@ from repro.report import notebook as nbmod
 from repro.report.__main__ import main
 from repro.report.claims import judge_all
 from repro.report.compare import compare
+from repro.report.glance import chip
 from repro.spec import Ref, load_paper
 
 REPO = Path(__file__).resolve().parents[1]
@@ -223,8 +224,8 @@ def test_build_report_writes_every_output(tmp_path):
     papers, results = make_toy(tmp_path)
     paths = build_report("toy", papers_dir=papers, results_dir=results, notebook_execute=None)
     out = results / "toy"
-    assert {p.name for p in paths} == {"REPORT.md", "report.html", "summary.json", "cells.csv", "claims.csv", "curve-full.png",
-                                       "frac-full.png"}
+    assert {p.name for p in paths} == {"REPORT.md", "report.html", "summary.json", "cells.csv", "claims.csv", "comparisons.csv",
+                                       "curve-full.png", "frac-full.png"}
     assert all(p.is_file() for p in paths)
     md, page = (out / "REPORT.md").read_text(), (out / "report.html").read_text()
     # scale, data, hardware, commit open the report
@@ -506,8 +507,9 @@ def test_jupyter_executes_the_committed_notebook_from_its_folder(tmp_path, built
 def test_committed_summary_quotes_every_judged_training_comparison_in_numbers(paper):
     """Every training claim judged at a scale above tiny names that scale's setting, and each of its measured
     comparisons carries a numeric effect inside its 95 % interval, both one-sided p (raw and Holm), >= 3 seeds
-    per measured side and the smallest effect those seeds resolve; claims.csv has one row per comparison (one for
-    a claim without any) of summary.json's claims and preconditions, with the same numbers. A comparison with
+    per measured side and the smallest effect those seeds resolve; comparisons.csv has one row per comparison (one
+    for a claim without any) of summary.json's claims and preconditions, with the same numbers, and claims.csv one
+    row per claim and scale. A comparison with
     fewer than 3 seeds on a side (a campaign still running) is inconclusive with its effect and n, and no test."""
     summary = json.loads((REPO / "results" / paper / "summary.json").read_text())
     judged = [c for c in summary["claims"] if c["kind"] == "training" and c["scale"] != "tiny"
@@ -526,9 +528,11 @@ def test_committed_summary_quotes_every_judged_training_comparison_in_numbers(pa
             assert c["p_holds_holm"] >= c["p_holds"] and c["p_fails_holm"] >= c["p_fails"], c
             seeds = [n for n in c["n"] if n != "const"]  # a side may be a constant (a bound, a chance level)
             assert seeds and min(seeds) >= 3 and c["resolvable_effect"] > 0, c
-    rows = list(csv.DictReader((REPO / "results" / paper / "claims.csv").open()))
+    rows = list(csv.DictReader((REPO / "results" / paper / "comparisons.csv").open()))
     entries = summary["claims"] + summary["preconditions"]
     assert len(rows) == sum(len(c["comparisons"] or [None]) for c in entries)
+    claims = list(csv.DictReader((REPO / "results" / paper / "claims.csv").open()))
+    assert [(r["claim"], r["scale"]) for r in claims] == [(c["id"], c["scale"] or "") for c in entries]
     quoted = {(r["claim"], r["scale"], r["comparison"]): r for r in rows}
     for claim in judged:
         for c in claim["comparisons"]:
@@ -563,7 +567,8 @@ def test_report_index_and_notebook_built_from_the_records_agree_on_every_verdict
     nbmod.build(paper, REPO / "papers", out, execute="inline")
     summary = json.loads((out / paper / "summary.json").read_text())
     expected = {(c["id"], c["scale"] or "none"): c["verdict"].replace(" ", "-") for c in summary["claims"]}
-    regime = {(c["id"], c["scale"] or "none"): c["verdict"].replace(" ", "-") for c in summary["preconditions"]}
+    regime = {(c["id"], c["scale"] or "none"): chip(c["verdict"], "precondition")["cls"].removeprefix("v-")
+              for c in summary["preconditions"]}  # a precondition reads met / not met
     assert _row_verdicts((out / paper / "report.html").read_text()) == expected | regime
     assert _row_verdicts((out / paper / "notebook.html").read_text()) == expected | regime
     index = re.findall(rf'class="verdict v-([a-z-]+)" data-scale="(\w+)">[^<]*</span>\s*'

@@ -251,7 +251,8 @@ def test_headline_cells_csv_and_attempted(tmp_path):
     assert "attempted" in s["tables"]["acc"] and "reproduced" not in s["tables"]["acc"]
     rows = list(csv.DictReader((out / "cells.csv").open()))
     a = next(r for r in rows if (r["table"], r["row"], r["column"]) == ("acc", "r", "a"))
-    assert (a["paper"], a["n"], a["like_for_like"], a["status"]) == ("80.0", "3", "True", "measured")
+    assert (a["paper_printed"], a["n"], a["like_for_like"], a["status"]) == ("80.0", "3", "True", "measured")
+    assert a["paper"] == "vp"
     assert float(a["mean"]) == pytest.approx(55.0) and a["dataset"] == "CIFAR-10 (JPEG q75) (32 px)"
     assert len(rows) == len(s["cells"])
     page = (out / "report.html").read_text()

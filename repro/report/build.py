@@ -6,16 +6,16 @@ rebuilt from committed records, and never trains.
 from __future__ import annotations
 
 import contextlib
-import csv
-import io
 import json
 from pathlib import Path
 
 from repro.records import atomic_write_bytes, load_records
 from repro.report import figures, html, markdown, notebook
 from repro.report.assess import Assessment, assess
-from repro.report.compare import CITED, Comparison, index_records
+from repro.report.compare import index_records
+from repro.report.datafiles import cell_rows, cells_csv, claims_csv, comparisons_csv
 from repro.report.featured import featured
+from repro.report.glance import first_screen
 from repro.report.provenance import commits
 from repro.report.summary import claim_entry
 from repro.report.tally import headline, headline_text, tally
@@ -33,7 +33,7 @@ class UnknownPaper(KeyError):
         return f"unknown paper {self.paper_id!r}; known papers: {', '.join(self.known) or 'none'}"
 
 
-def summarize(a: Assessment) -> dict:
+def summarize(a: Assessment, drawn: set | frozenset = frozenset()) -> dict:
     """summary.json: cells per table and scale, every claim's verdict with its numbers, and what the report
     was built from."""
     cmp, verdicts = a.cmp, a.verdicts
@@ -54,88 +54,12 @@ def summarize(a: Assessment) -> dict:
         "tables": tables,
         "verdicts": tally(verdicts + a.preconditions),
         "headline": [{**h, "text": headline_text(h)} for h in headline(cmp, verdicts, a.preconditions, a.settings)],
+        "first_screen": first_screen(a, drawn),
         "settings": a.settings,
         "claims": [claim_entry(v, a.settings) for v in verdicts],
         "preconditions": [claim_entry(v, a.settings) for v in a.preconditions],
         "cells": cell_rows(cmp),
     }
-
-
-CELL_FIELDS = ["table", "row", "column", "unit", "scale", "paper", "paper_value", "paper_dataset", "mean", "sd", "n",
-               "dataset", "model", "epochs", "params", "protocol", "like_for_like", "status", "delta", "agrees",
-               "at_chance", "claims"]
-
-
-def _claims_by_cell(cmp: Comparison) -> dict[tuple, list[str]]:
-    """(table, row, column) -> the ids of the claims (and preconditions) that compare that cell."""
-    out: dict = {}
-    for claim in [*cmp.paper.claims, *cmp.paper.preconditions]:
-        for ref in {r for pair in claim.pairs for r in pair if r.const is None}:
-            out.setdefault((ref.table, ref.row, ref.column), []).append(claim.id)
-    return {k: sorted(set(v)) for k, v in out.items()}
-
-
-def _joined(parts: list[dict], key: str) -> str:
-    return "; ".join(sorted({str(p[key]) for p in parts if p.get(key) not in (None, "")}))
-
-
-def cell_rows(cmp: Comparison) -> list[dict]:
-    """One row per measured-or-scheduled cell and scale: the paper's value beside ours (cells.csv)."""
-    rows, claims = [], _claims_by_cell(cmp)
-    for view in cmp.views:
-        if not view.table.reproduced or view.scale is None:
-            continue
-        for row in view.table.rows:
-            for col in view.table.columns:
-                c = view.cells[(row.key, col.key)]
-                if c.status == CITED:
-                    continue
-                runs = c.runs_protocol
-                rows.append({"table": view.table.id, "row": row.key, "column": col.key, "unit": col.unit,
-                             "scale": view.scale, "paper": c.paper_text(),
-                             "paper_value": c.paper.value if c.paper else None, "paper_dataset": view.paper_protocol,
-                             "mean": c.mean, "sd": c.std, "n": c.n, "dataset": _joined(runs, "data"),
-                             "model": "; ".join(sorted({f"{p['model']} ({p['shape']})" if p.get("shape") else p["model"]
-                                                        for p in runs if p.get("model")})),
-                             "epochs": _joined(runs, "epochs"), "params": _joined(runs, "params"),
-                             "protocol": c.protocol, "like_for_like": c.like_for_like, "status": c.status,
-                             "delta": c.delta, "agrees": c.within_noise, "at_chance": c.at_chance,
-                             "claims": " ".join(claims.get((view.table.id, row.key, col.key), []))})
-    return rows
-
-
-def cells_csv(rows: list[dict]) -> str:
-    return _csv(rows, CELL_FIELDS)
-
-
-CLAIM_FIELDS = ["claim", "scale", "setting", "kind", "reading", "verdict", "comparison", "comparison_verdict",
-                "method", "effect", "ci95_low", "ci95_high", "p_holds", "p_fails", "p_holds_holm", "p_fails_holm",
-                "n_lhs", "n_rhs", "resolvable_effect", "paper_effect", "below_resolvable"]
-
-
-def claims_csv(summary: dict) -> str:
-    """claims.csv: one row per comparison of every claim and precondition at every scale, in numbers (the
-    fields of summary.json), for a reader who collects verdicts across papers."""
-    rows = []
-    for entry in summary["claims"] + summary["preconditions"]:
-        head = {"claim": entry["id"], "scale": entry["scale"], "setting": entry["setting"], "kind": entry["kind"],
-                "reading": entry["reading"], "verdict": entry["verdict"]}
-        for c in entry["comparisons"] or [{}]:
-            ci, n = c.get("ci95") or [None, None], c.get("n") or [None, None]
-            rows.append({**head, "comparison": f"{c['lhs']} {c['relation']} {c['rhs']}" if c else "",
-                         "comparison_verdict": c.get("verdict"), "method": c.get("method"), "effect": c.get("effect"),
-                         "ci95_low": ci[0], "ci95_high": ci[1], **{k: c.get(k) for k in (
-                             "p_holds", "p_fails", "p_holds_holm", "p_fails_holm", "resolvable_effect", "paper_effect",
-                             "below_resolvable")}, "n_lhs": n[0], "n_rhs": n[1]})
-    return _csv(rows, CLAIM_FIELDS)
-
-
-def _csv(rows: list[dict], fields: list[str]) -> str:
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=fields, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows({k: ("" if r.get(k) is None else r[k]) for k in fields} for r in rows)
-    return out.getvalue()
 
 
 def _write(path: Path, text: str) -> Path:
@@ -168,13 +92,14 @@ def build_report(paper_id: str, papers_dir: Path = Path("papers"), results_dir: 
     for stale in [*fig_dir.glob("*.png"), *fig_dir.glob("*.svg")] if fig_dir.is_dir() else []:
         if stale.with_suffix(".png") not in written:  # each figure is a .png with its .svg beside it
             stale.unlink()
-    summary = summarize(a)
+    summary = summarize(a, {(f.spec.id, f.scale) for f in rendered if f.path})
     written += [
         _write(out / "REPORT.md", markdown.render(a, rendered, out)),
         _write(out / "report.html", html.render(a, rendered)),
         _write(out / "summary.json", json.dumps(summary, indent=1) + "\n"),
         _write(out / "cells.csv", cells_csv(summary["cells"])),
-        _write(out / "claims.csv", claims_csv(summary)),
+        _write(out / "claims.csv", claims_csv(a)),
+        _write(out / "comparisons.csv", comparisons_csv(summary)),
     ]
     if notebook_execute:
         written += notebook.build(paper_id, papers_dir, results_dir, execute=notebook_execute, km=kernel)

@@ -49,6 +49,8 @@ class Check:
     paper_effect: float | None = None  # the same difference on the paper's printed numbers
     below_mde: bool = False          # resolved, but the effect is smaller than the comparison resolves
     n: tuple | None = None           # runs per side where no test was made (fewer than MIN_SEEDS)
+    margin: float = 0.0              # the claim's margin, already taken off the effect
+    means: tuple | None = None       # (lhs, rhs) means over seeds (None for a curve or a side not measured)
 
 
 @dataclass
@@ -67,7 +69,10 @@ class Verdict:
     @property
     def label(self) -> str:
         below = self.verdict in RESOLVED and any(c.below_mde for c in self.checks)
-        return verdict_label(self.verdict, self.scale) + (" (below the resolvable effect)" if below else "")
+        text = verdict_label(self.verdict, self.scale)
+        if self.claim.evidence == "precondition" and self.verdict in RESOLVED:  # a setting, not a result
+            text = "met" if self.verdict == HOLDS else "not met"
+        return text + (" (below the resolvable effect)" if below else "")
 
 
 def _fmt(x: float) -> str:
@@ -92,6 +97,8 @@ def numbers(c: Check) -> str:
     parts = [] if c.effect is None else [f"effect {c.effect:+.3g}"]
     if c.relation == "rate" and t:
         parts[-1] = f"{int(t.statistic)} of {t.n[0]} runs at or below {_fmt(c.rhs.const)}, share " + parts[-1]
+    if parts and c.margin:  # quoted past a margin: the gap itself stays in view
+        parts[-1] = f"gap {c.effect + c.margin:+.3g} against a margin of {c.margin:g}: {parts[-1]}"
     if t and t.ci:
         parts[-1] += f" (95 % CI {t.ci[0]:+.3g} to {t.ci[1]:+.3g})"
     if t and t.p_greater is not None:
@@ -166,7 +173,17 @@ def _few(a: list, b: list, rhs: Ref) -> bool:
 # ---------------------------------------------------------------- one comparison
 
 def check_pair(cmp: Comparison, claim: Claim, lhs: Ref, rhs: Ref, scale: str | None) -> Check:
-    """Judge one (lhs, rhs) comparison of a claim at one scale (before Holm: ``finish`` adjusts)."""
+    """Judge one (lhs, rhs) comparison of a claim at one scale (before Holm: ``finish`` adjusts), keeping
+    the claim's margin and the two means it compared."""
+    c = _check_pair(cmp, claim, lhs, rhs, scale)
+    sides = (_values(cmp, lhs, scale), _values(cmp, rhs, scale))
+    c.margin = claim.margin if c.relation == ">" else 0.0
+    if all(v and not any(isinstance(x, list) for x in v) for v in sides):
+        c.means = tuple(float(np.mean(v)) for v in sides)
+    return c
+
+
+def _check_pair(cmp: Comparison, claim: Claim, lhs: Ref, rhs: Ref, scale: str | None) -> Check:
     a, b = _values(cmp, lhs, scale), _values(cmp, rhs, scale)
     if a is None or b is None:
         missing = [r for r, v in ((lhs, a), (rhs, b)) if v is None]

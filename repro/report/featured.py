@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from repro.report.figures import EXPLAINS
 from repro.report.html import _png_data
 from repro.runs import is_smoke
 from repro.spec import Paper
@@ -57,7 +58,7 @@ def _at_scale(paper: Paper, summary: dict, scale: str, results_dir: Path) -> dic
             claims[comps[0]["lhs"].split(".")[1]] = _comparison(cl)
     rows = [{"label": r.label, "cells": [_cell_text(cells.get((r.key, c.key)), i == 0) for i, c in enumerate(columns)],
              "claim": claims.get(r.key)} for r in table.rows]
-    figures = [{"id": f.id, "caption": f.caption, "src": _png(results_dir / paper.id / "figures" / f"{f.id}-{scale}.png")}
+    figures = [{"id": f.id, "caption": f"{f.caption} {EXPLAINS.get(f.kind, '')}", "src": _png(results_dir / paper.id / "figures" / f"{f.id}-{scale}.png")}
                for f in paper.figures if f.table == table.id]
     return {"scale": scale, "smoke": is_smoke(scale), "setting": (summary.get("settings") or {}).get(scale, ""),
             "columns": [c.label for c in columns], "rows": rows, "figures": [f for f in figures if f["src"]]}

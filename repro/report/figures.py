@@ -37,12 +37,27 @@ def _style(i: int) -> dict:
             "ls": LINESTYLES[i % len(LINESTYLES)], "lw": max(1.0, 3.0 - 0.5 * i), "ms": max(3.0, 7.0 - i)}
 
 
+EXPLAINS = {  # what the marks of each kind of figure are, said in every caption
+    "per_layer": "Lines: our mean over seeds (n in the legend); bands: ± 1 sd across seeds; thin lines: single heads; "
+                 "dotted: the values the claims are judged against.",
+    "vs_rows": "Points: our mean over seeds; bars: ± 1 sd across seeds; open markers: the paper's printed values; "
+               "dotted: the values the claims are judged against.",
+    "effects": "Points: the mean difference to the baseline; bars: its 95 % interval (Welch, across seeds); "
+               "dotted: no difference.",
+}
+EXPLAINS["per_epoch"] = EXPLAINS["per_layer"]
+
+
 @dataclass
 class RenderedFigure:
     spec: Figure
     scale: str | None
     path: Path | None   # None: nothing to draw yet
     note: str = ""
+
+    @property
+    def explains(self) -> str:
+        return EXPLAINS.get(self.spec.kind, "")
 
 
 def _arrays(cmp: Comparison, fig: Figure, series, scale: str) -> list[np.ndarray]:
@@ -198,6 +213,56 @@ def _references(ax, fig: Figure) -> None:
         ax.plot(x, y[0] + r["slope"] * (x - x[0]), color=line.get_color(), ls=":", lw=1.2, label=r["label"])
 
 
+def _level(cmp: Comparison, ref, scale: str) -> float | None:
+    """A comparison side as one number: a constant, or a scalar cell's mean at this scale."""
+    if ref.const is not None:
+        return ref.const
+    cell = cmp.cell(ref, scale)
+    return cell.mean if cell is not None and cell.status == MEASURED else None
+
+
+def _thresholds(ax, cmp: Comparison, fig: Figure, scale: str) -> None:
+    """Draw the level each claim or precondition judges one of the figure's series against (a CosSim of 0.5, an
+    accuracy floor, a gate's value at init less a margin), dotted and named in the legend: the reader sees the
+    line the verdict is about. A comparison of two drawn series needs no line: both are on the axes."""
+    def same_quantity(s, ref) -> bool:  # the cell is a point of the curve (last-block CosSim of the CosSim curve)
+        cell, arrays = cmp.cell(ref, scale), _arrays(cmp, fig, s, scale)
+        if cell is None or cell.mean is None or not arrays:
+            return False
+        curve = np.stack(arrays).mean(axis=0)
+        curve = curve.mean(axis=1) if curve.ndim == 2 else curve
+        return bool(np.any(np.abs(curve - cell.mean) <= 1e-6 * max(1.0, abs(cell.mean))))
+
+    def drawn(ref) -> bool:
+        return ref.const is None and ref.table == fig.table and any(
+            s.column == ref.column and s.row in ("", ref.row) and (not s.metric or same_quantity(s, ref))
+            for s in fig.series)
+
+    def exact(ref) -> bool:
+        return any((s.row, s.column) == (ref.row, ref.column) for s in fig.series)
+
+    lo, hi = ax.get_ylim()
+    seen: set = set()  # a level far off the data's axis is in another unit (a fraction against a percent): skipped
+    preconditions = {p.id for p in cmp.paper.preconditions}
+    for claim in [*cmp.paper.claims, *cmp.paper.preconditions]:
+        for lhs, rhs in claim.pairs:
+            if drawn(lhs) == drawn(rhs) or (claim.id not in preconditions and lhs.const is None
+                                            and rhs.const is None):
+                continue  # a claim's line only against a number; a precondition's also against its baseline
+            if lhs.const is None and rhs.const is None and not exact(lhs if drawn(lhs) else rhs):
+                continue
+            other = _level(cmp, rhs if drawn(lhs) else lhs, scale)
+            if other is None:
+                continue
+            margin = claim.margin if claim.relation == ">" else 0.0
+            level = other + margin if drawn(lhs) else other - margin
+            if round(level, 9) in seen or not lo - (hi - lo) <= level <= hi + (hi - lo):
+                continue
+            seen.add(round(level, 9))
+            side = claim.relation if drawn(lhs) else {">": "<", "<=": ">="}.get(claim.relation, claim.relation)
+            ax.axhline(level, color="0.35", ls=":", lw=1.4, label=f"{claim.id}: {side} {level:.3g}")
+
+
 def _title(cmp: Comparison, fig: Figure, scale: str) -> str:
     """What is plotted, from which runs: the caption, then scale and data of the records behind it."""
     data = sorted({data_label(rec.get("config") or {}) for rec in cmp.records
@@ -227,6 +292,8 @@ def draw(cmp: Comparison, fig: Figure, scale: str | None) -> MplFigure | None:
         drawn = _vs_rows(axes[0], cmp, fig, scale, paper=not split)
     if not drawn:
         return None
+    if fig.kind != "effects":
+        _thresholds(axes[0], cmp, fig, scale)
     _finish(axes[0], fig, _title(cmp, fig, scale))
     if split:
         _vs_rows(axes[1], cmp, fig, scale, ours=False)

@@ -14,8 +14,9 @@ from repro.report.assess import Assessment
 from repro.report.claims import verdict_label
 from repro.report.compare import DETAIL_HEADERS, MEASURED, Cell, Comparison, cost_text, unique_scales
 from repro.report.figures import RenderedFigure
+from repro.report.glance import chip, first_screen, forest_svg, precondition_row, row_models, short
 from repro.report.provenance import describe
-from repro.report.tally import KIND_LABELS, headline, headline_text, kind, tally
+from repro.report.tally import KIND_LABELS, kind, tally
 from repro.runs import is_smoke
 
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).with_name("templates")),
@@ -55,8 +56,10 @@ def _png_data(path: Path) -> str:
 
 
 _ENV.filters["unique_scales"] = lambda xs: unique_scales(list(xs))
+_ENV.filters["short"] = short
 _ENV.globals.update(is_smoke=is_smoke, cell_class=cell_class, cell_title=cell_title, cost_text=cost_text, detail_headers=DETAIL_HEADERS,
-                    verdict_label=verdict_label, kind=kind, kind_labels=KIND_LABELS)
+                    verdict_label=verdict_label, kind=kind, kind_labels=KIND_LABELS, chip=chip, forest_svg=forest_svg,
+                    precondition_row=precondition_row, row_models=row_models)
 
 
 def render(a: Assessment, figures: list[RenderedFigure]) -> str:
@@ -65,7 +68,7 @@ def render(a: Assessment, figures: list[RenderedFigure]) -> str:
     return _ENV.get_template("report.html.j2").render(
         paper=cmp.paper, cmp=cmp, runs=describe(cmp.records, cmp.scales), verdicts=a.verdicts,
         preconditions=a.preconditions, tally=tally(a.verdicts + a.preconditions), settings=a.settings,
-        headline=[headline_text(h) for h in headline(cmp, a.verdicts, a.preconditions, a.settings)],
+        first_screen=first_screen(a, {(f.spec.id, f.scale) for f in figures if f.path}),
         **_placed([{"fig": f, "src": _png_data(f.path) if f.path else ""} for f in figures], cmp))
 
 

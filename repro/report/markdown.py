@@ -10,8 +10,9 @@ from repro.report.assess import Assessment
 from repro.report.claims import verdict_label
 from repro.report.compare import DETAIL_HEADERS, MEASURED, Cell, Comparison, TableView, cost_text, unique_scales
 from repro.report.figures import RenderedFigure
+from repro.report.glance import first_screen, row_models
 from repro.report.provenance import describe
-from repro.report.tally import KIND_LABELS, headline, headline_text, kind, tally
+from repro.report.tally import KIND_LABELS, kind, tally
 from repro.runs import is_smoke
 
 _ESCAPES = str.maketrans({"|": r"\|", "<": r"\<", ">": r"\>", "&": r"\&", "\n": " "})
@@ -76,9 +77,11 @@ def view_lines(cmp: Comparison, view: TableView) -> list[str]:
     out += [f"{esc(line)}" + "  " for line in view.protocol_lines()] + ([""] if view.protocol_lines() else [])
     paper_data, our_data = view.datasets()
     headers = ["", *[x for c in t.columns for x in (f"{c.label}{f' ({c.unit})' if c.unit else ''}: paper, {paper_data}",
-                                                     f"ours at {view.scale}, {our_data}")]]
+                                                     f"ours at {view.scale}, {our_data}" if view.scale else
+                                                     "ours: not run")]]
     body = [[r.label + (f" (cited: {r.cited})" if r.cited else "")
-             + (f" ({view.mixed_row(r.key)})" if view.mixed_row(r.key) else "")] +
+             + (f" ({view.mixed_row(r.key)})" if view.mixed_row(r.key) else "")
+             + (f" (ours: {row_models(view, r.key)})" if row_models(view, r.key) else "")] +
             [x for c in t.columns for x in wide_cell(view.cells[(r.key, c.key)])] for r in t.rows]
     out += [_table(body, headers), ""]
     details = view.detail_rows()
@@ -149,12 +152,36 @@ def _header(a: Assessment, loose: list[RenderedFigure]) -> list[str]:
              "A number gets a delta and an agreement mark only where our protocol is the paper's (scale `full`, or "
              "the paper's own models at any scale); a claim gets holds/fails only where its scale is designed for "
              "it and the seeds can resolve it.", ""]
-    heads = [headline_text(h) for h in headline(a.cmp, a.verdicts, a.preconditions, a.settings)]
-    if heads:
-        lines += ["**Did it reproduce?**", "", *[f"- {esc(h)}" for h in heads], ""]
+    lines += glance_lines(first_screen(a))
     toc = ["runs", *(["problems"] if a.cmp.problems else []), "claims", *[t.id for t in p.tables],
            *(["figures"] if loose else [])]
     return lines + ["Contents: " + " · ".join(f"[{x}](#{_anchor(x, p)})" for x in toc), ""]
+
+
+def _signed(x) -> str:
+    return "-" if x is None else f"{x:+.3g}"
+
+
+def glance_lines(blocks: list[dict]) -> list[str]:
+    """The first screen: per scale, each central claim with its setting, the paper's effect, ours with its 95 %
+    interval (and margin), the verdict and its preconditions' measured values; then every verdict counted."""
+    out = ["## Did it reproduce? The central claims at a glance", ""] if blocks else []
+    for b in blocks:
+        out += [f"**At `{b['scale']}`**" + (f", {esc(b['budget'])}" if b["budget"] else "") + ".", ""]
+        rows = [[f"**{r['id']}**" + (f" ({r['kind']})" if r["kind"] != "training" else "") + f": {r['text']}",
+                 r["setting"]["text"], _signed(r["paper_effect"]),
+                 _signed(r["effect"]) + (f" [{r['ci'][0]:+.3g}, {r['ci'][1]:+.3g}]" if r["ci"] else "")
+                 + (f" {r['unit']}" if r["unit"] else "")
+                 + (f" (gap {r['effect'] + r['margin']:+.3g}, margin {r['margin']:g})" if r["margin"] else "")
+                 + (f"; {r['means'][0]:.4g} vs {r['means'][1]:.4g}" if r["means"] else ""),
+                 f"{r['symbol']} {r['label']}" + (f"; {r['qualifier']}" if r["qualifier"] else "") + "".join(
+                     f"; {p['symbol']} {p['id']} {p['label']}" + (f" ({p['measured']})" if p["measured"] else "")
+                     for p in r["preconditions"])] for r in b["rows"]]
+        if rows:
+            out += [_table(rows, ["claim", "setting (from the runs' configs)", "paper", "ours, 95 % CI", "verdict"]),
+                    ""]
+        out += [f"All verdicts: {esc(b['counts'])}", ""] if b["counts"] else []
+    return out
 
 
 def _runs_section(cmp: Comparison) -> list[str]:
@@ -203,7 +230,7 @@ def _table_section(cmp: Comparison, t, figures: list[RenderedFigure], out_dir: P
 
 
 def figure_lines(f: RenderedFigure, out_dir: Path) -> list[str]:
-    head = f"**{esc(f.spec.id)}** ({f.scale or 'no scale'}): {esc(f.spec.caption)}"
+    head = f"**{esc(f.spec.id)}** ({f.scale or 'no scale'}): {esc(f.spec.caption)} {esc(f.explains)}"
     if f.path is None:
         return [head + f" — {esc(f.note)}", ""]
     return [head, "", f"![{esc(f.spec.id)}]({os.path.relpath(f.path, out_dir)})", ""]

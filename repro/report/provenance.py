@@ -24,7 +24,47 @@ def data_label(config: dict) -> str:
     extras = [f"{data['img_size']} px"] if data.get("img_size") else []
     if data.get("synthetic"):
         extras.append("synthetic")
-    return name + (f" ({', '.join(extras)})" if extras else "")
+    share = fraction(config)
+    part = "" if share is None else f"{percent(share)} of "  # a subset is never labelled as the whole set
+    return part + name + (f" ({', '.join(extras)})" if extras else "")
+
+
+def fraction(config: dict) -> float | None:
+    """The share of the training set a run used (config.data.fraction), None for all of it."""
+    f = as_dict(config.get("data")).get("fraction")
+    return float(f) if isinstance(f, (int, float)) and 0 < f < 1 else None
+
+
+def percent(share: float) -> str:
+    return f"{100 * share:.3g} %"
+
+
+FAMILIES = {"deit": "DeiT", "convit": "ConViT", "cmhsa": "CMHSA", "augvit": "Aug-ViT", "vit": "ViT"}
+
+
+def model_label(rec: dict) -> str:
+    """A trained model named by what was measured, not by the paper's size name: 'ConViT, depth 6, 9 heads,
+    0.86M' (family from the registered name, shape from its config or metrics, parameters counted)."""
+    config, metrics = as_dict(rec.get("config")), as_dict(rec.get("metrics"))
+    name = str(as_dict(config.get("model")).get("name") or "")
+    if not name:
+        return ""
+    stem = name.removeprefix("repro_").split("_")[0]
+    arch = {**{k: metrics[k] for k in ("depth",) if isinstance(metrics.get(k), int)},
+            **({"num_heads": metrics["heads"]} if isinstance(metrics.get("heads"), int) else {}),
+            **_architecture(config)}
+    parts = [FAMILIES.get(stem, stem) + (" (conv)" if "conv" in name.split("_") else "")]
+    if isinstance(arch.get("depth"), int):
+        parts.append(f"depth {arch['depth']}")
+    if isinstance(arch.get("num_heads"), int) and arch["num_heads"] > 0:
+        parts.append(f"{arch['num_heads']} head{'s' if arch['num_heads'] != 1 else ''}")
+    if isinstance(metrics.get("params"), (int, float)):
+        parts.append(params_text(metrics["params"]))
+    return ", ".join(parts)
+
+
+def params_text(n: float) -> str:
+    return f"{n / 1e6:.2f}M" if n < 9.995e6 else f"{n / 1e6:.3g}M"
 
 
 def protocol_parts(rec: dict) -> dict:
@@ -40,7 +80,8 @@ def protocol_parts(rec: dict) -> dict:
     arch = _architecture(config)
     shape = " ".join(f"{label} {arch[k]}" for k, label in (("depth", "depth"), ("embed_dim", "width"),
                                                             ("num_heads", "heads"), ("patch_size", "patch")) if k in arch)
-    out = {"data": data_label(config), "model": str(model["name"]), "shape": shape}
+    out = {"data": data_label(config), "model": str(model["name"]), "shape": shape, "label": model_label(rec),
+           "fraction": fraction(config) or 1.0}
     params = as_dict(rec.get("metrics")).get("params")
     if isinstance(params, (int, float)):
         out["params"] = int(params)

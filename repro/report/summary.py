@@ -25,7 +25,8 @@ def check_entry(c: Check) -> dict:
             "p_fails_holm": _num(getattr(t, bad + "_adj")) if t else None,
             "n": list(t.n) if t else (list(c.n) if c.n else None), "resolvable_effect": _num(c.resolvable),
             "paper_effect": _num(c.paper_effect), "below_resolvable": c.below_mde,
-            "elements": len(c.tests) or None, "statistic": c.statistic}
+            "elements": len(c.tests) or None, "margin": _num(c.margin),
+            "means": [_num(x) for x in c.means] if c.means else None, "statistic": c.statistic}
 
 
 def resolvability(v: Verdict) -> str:

@@ -1,0 +1,152 @@
+"""The data files a researcher loads in one line (``pd.read_csv``): cells.csv, claims.csv, comparisons.csv.
+
+cells.csv: one row per cell and scale, with the setting its runs used (dataset and the share of it, model by
+measured size, parameters, epochs), unit, n, mean, sd, 95 % interval, the per-seed values and the record ids.
+claims.csv: one row per claim (and precondition) and scale, quoted from the comparison its verdict rests on:
+text, verdict, effect, interval, p, n, margin, the two means, preconditions with their measured values.
+comparisons.csv: every comparison of every claim, in numbers (summary.json's fields).
+"""
+from __future__ import annotations
+
+import csv
+import io
+import math
+
+from scipy import stats
+
+from repro.report.assess import Assessment
+from repro.report.compare import CITED, Cell, Comparison
+from repro.report.glance import row as claim_row
+
+CELL_FIELDS = ["paper", "table", "row", "column", "scale", "dataset", "fraction", "model", "params", "epochs", "unit",
+               "n", "mean", "sd", "ci_low", "ci_high", "values", "seeds", "record_ids", "paper_printed", "paper_value",
+               "paper_dataset", "protocol", "like_for_like", "status", "delta", "agrees", "at_chance", "claims"]
+UNITS = (("top1", "%"), ("top5", "%"), ("loss", "nats"), ("params", "parameters"), ("flops", "FLOPs"),
+         ("macs", "MACs"), ("_s", "s"))  # inferred from the metric key where paper.yaml names no unit
+
+
+def _claims_by_cell(cmp: Comparison) -> dict[tuple, list[str]]:
+    """(table, row, column) -> the ids of the claims (and preconditions) that compare that cell."""
+    out: dict = {}
+    for claim in [*cmp.paper.claims, *cmp.paper.preconditions]:
+        for ref in {r for pair in claim.pairs for r in pair if r.const is None}:
+            out.setdefault((ref.table, ref.row, ref.column), []).append(claim.id)
+    return {k: sorted(set(v)) for k, v in out.items()}
+
+
+def _joined(parts: list[dict], key: str) -> str:
+    return "; ".join(sorted({str(p[key]) for p in parts if p.get(key) not in (None, "")}))
+
+
+def unit(cmp: Comparison, cell: Cell, scale: str) -> str:
+    """The column's unit, else the paper's printed mark (%), else one read from the metric's name."""
+    if cell.column.unit:
+        return cell.column.unit
+    if cell.paper is not None and cell.paper.suffix == "%":
+        return "%"
+    metrics = {m for _, m in cmp.runs(scale, cell.table, cell.row, cell.column.key)}
+    for key, name in UNITS:
+        if metrics and all((m.endswith(key) if key == "_s" else key in m) for m in metrics):
+            return name
+    return ""
+
+
+def interval(cell: Cell) -> tuple[float | None, float | None]:
+    """95 % t-interval of a cell's mean over seeds (None with fewer than two seeds)."""
+    if cell.mean is None or cell.std is None or cell.n < 2:
+        return None, None
+    half = stats.t.ppf(0.975, cell.n - 1) * cell.std / math.sqrt(cell.n)
+    return cell.mean - half, cell.mean + half
+
+
+def _values(cell: Cell) -> str:
+    m = cell.measured
+    if m is None or m.is_array:
+        return ""
+    return ";".join(f"{v:.6g}" for v in m.values)
+
+
+def cell_rows(cmp: Comparison) -> list[dict]:
+    """One row per measured-or-scheduled cell and scale: the paper's value beside ours, with the setting."""
+    rows, claims = [], _claims_by_cell(cmp)
+    for view in cmp.views:
+        if not view.table.reproduced or view.scale is None:
+            continue
+        for r in view.table.rows:
+            for col in view.table.columns:
+                c = view.cells[(r.key, col.key)]
+                if c.status == CITED:
+                    continue
+                runs, low_high = c.runs_protocol, interval(c)
+                rows.append({"paper": cmp.paper.id, "table": view.table.id, "row": r.key, "column": col.key,
+                             "scale": view.scale, "dataset": _joined(runs, "data"), "fraction": _joined(runs, "fraction"),
+                             "model": _joined(runs, "label") or _joined(runs, "model"), "params": _joined(runs, "params"),
+                             "epochs": _joined(runs, "epochs"), "unit": unit(cmp, c, view.scale), "n": c.n,
+                             "mean": c.mean, "sd": c.std, "ci_low": low_high[0], "ci_high": low_high[1],
+                             "values": _values(c), "seeds": ";".join(map(str, c.measured.seeds)) if c.measured else "",
+                             "record_ids": ";".join(c.measured.run_ids) if c.measured else "",
+                             "paper_printed": c.paper_text(), "paper_value": c.paper.value if c.paper else None,
+                             "paper_dataset": view.paper_protocol, "protocol": c.protocol,
+                             "like_for_like": c.like_for_like, "status": c.status, "delta": c.delta,
+                             "agrees": c.within_noise, "at_chance": c.at_chance,
+                             "claims": " ".join(claims.get((view.table.id, r.key, col.key), []))})
+    return rows
+
+
+def cells_csv(rows: list[dict]) -> str:
+    return _csv(rows, CELL_FIELDS)
+
+
+CLAIM_FIELDS = ["claim", "scale", "kind", "reading", "verdict", "label", "text", "setting", "compared", "comparisons",
+                "effect", "ci95_low", "ci95_high", "p_holm", "n", "margin", "lhs_mean", "rhs_mean", "paper_effect",
+                "unit", "qualifier", "preconditions", "result"]
+
+
+def claims_csv(a: Assessment) -> str:
+    """claims.csv: one row per claim and precondition at each scale, quoted from its deciding comparison."""
+    rows = []
+    for v in a.verdicts + a.preconditions:
+        r = claim_row(a.cmp, v)
+        ci, means = r["ci"] or [None, None], r["means"] or [None, None]
+        rows.append({"claim": r["id"], "scale": v.scale or "", "kind": r["kind"], "reading": v.claim.reading,
+                     "verdict": v.verdict, "label": v.label, "text": v.claim.text,
+                     "setting": r["setting"]["text"] if v.scale else "", "compared": r["compared"],
+                     "comparisons": r["comparisons"], "effect": r["effect"], "ci95_low": ci[0], "ci95_high": ci[1],
+                     "p_holm": r["p"], "n": r["n"], "margin": r["margin"], "lhs_mean": means[0], "rhs_mean": means[1],
+                     "paper_effect": r["paper_effect"], "unit": r["unit"], "qualifier": r["qualifier"],
+                     "preconditions": "; ".join(f"{p['id']}: {p['label']}" + (f" ({p['measured']})" if p["measured"]
+                                                                              else "") for p in r["preconditions"]),
+                     "result": v.result})
+    return _csv(rows, CLAIM_FIELDS)
+
+
+COMPARISON_FIELDS = ["claim", "scale", "setting", "kind", "reading", "verdict", "comparison", "comparison_verdict",
+                     "method", "effect", "ci95_low", "ci95_high", "p_holds", "p_fails", "p_holds_holm", "p_fails_holm",
+                     "n_lhs", "n_rhs", "margin", "lhs_mean", "rhs_mean", "resolvable_effect", "paper_effect",
+                     "below_resolvable"]
+
+
+def comparisons_csv(summary: dict) -> str:
+    """comparisons.csv: one row per comparison of every claim and precondition at every scale (summary.json's
+    numbers), for a reader who collects them across papers."""
+    rows = []
+    for entry in summary["claims"] + summary["preconditions"]:
+        head = {"claim": entry["id"], "scale": entry["scale"], "setting": entry["setting"], "kind": entry["kind"],
+                "reading": entry["reading"], "verdict": entry["verdict"]}
+        for c in entry["comparisons"] or [{}]:
+            ci, n, means = c.get("ci95") or [None, None], c.get("n") or [None, None], c.get("means") or [None, None]
+            rows.append({**head, "comparison": f"{c['lhs']} {c['relation']} {c['rhs']}" if c else "",
+                         "comparison_verdict": c.get("verdict"), "method": c.get("method"), "effect": c.get("effect"),
+                         "ci95_low": ci[0], "ci95_high": ci[1], **{k: c.get(k) for k in (
+                             "p_holds", "p_fails", "p_holds_holm", "p_fails_holm", "resolvable_effect", "paper_effect",
+                             "below_resolvable", "margin")}, "n_lhs": n[0], "n_rhs": n[1],
+                         "lhs_mean": means[0], "rhs_mean": means[1]})
+    return _csv(rows, COMPARISON_FIELDS)
+
+
+def _csv(rows: list[dict], fields: list[str]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=fields, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({k: ("" if r.get(k) is None else r[k]) for k in fields} for r in rows)
+    return out.getvalue()

@@ -1,0 +1,193 @@
+"""The first screen: each central claim as one row of numbers a reader can quote without scrolling.
+
+Per scale that judges anything: the claim in words, the setting its runs were trained in (data and the share
+of it, model by measured size, epochs, seeds, all read from the records' configs), the paper's effect, ours
+with its 95 % interval (drawn as a small forest plot), the margin it was judged past, the preconditions with
+the baseline values they measured, and the verdict. Why rows and not counts: "8 hold, 2 outside" cannot be
+quoted, weighed or checked; an effect with its interval beside the paper's can.
+The rows are stored in summary.json (``first_screen``) and drawn from there by the report and the index alike.
+"""
+from __future__ import annotations
+
+from repro.report.assess import Assessment
+from repro.report.compare import Comparison, order_scales
+from repro.report.comparisons import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, OUTSIDE, Check, Verdict, decisive, p_sides
+from repro.report.provenance import _joined, as_dict, data_label, model_label
+from repro.report.tally import headline, headline_text, kind
+from repro.runs import is_smoke
+from repro.spec import Paper, Ref
+
+CENTRAL = ("training", "ours", "cited")  # claims about training outcomes; theory and timing are counted below
+SHOWN = (HOLDS, FAILS, OUTSIDE, INCONCLUSIVE, NOT_TESTABLE, "not resolvable")
+CHIPS = {HOLDS: ("holds", "✓"), FAILS: ("fails", "✗"), OUTSIDE: ("outside-regime", "⊘"),
+         INCONCLUSIVE: ("inconclusive", "?"), "not resolvable": ("not-resolvable", "?"),
+         NOT_TESTABLE: ("not-testable", "–"), "met": ("met", "✓"), "not met": ("not-met", "!")}
+
+
+def chip(verdict: str, evidence: str = "training") -> dict:
+    """CSS class and symbol of a verdict chip; a precondition's reads met / not met, never holds / fails."""
+    if evidence == "precondition" and verdict in (HOLDS, FAILS):
+        verdict = "met" if verdict == HOLDS else "not met"
+    cls, symbol = CHIPS.get(verdict, (verdict.replace(" ", "-"), "·"))
+    return {"cls": f"v-{cls}", "symbol": symbol}
+
+
+def ref_label(paper: Paper | None, ref: Ref) -> str:
+    """'DeiT-12 · last-block CosSim' for a cell (its reference without a paper), the number for a constant."""
+    if ref.const is not None:
+        return f"{ref.const:g}"
+    if paper is None:
+        return str(ref)
+    table = paper.table(ref.table)
+    row, col = (table.row(ref.row), table.column(ref.column)) if table else (None, None)
+    return f"{row.label if row else ref.row} · {col.label if col else ref.column}"
+
+
+def _unit(paper: Paper | None, ref: Ref) -> str:
+    table = paper.table(ref.table) if paper is not None and ref.const is None else None
+    col = table.column(ref.column) if table else None
+    return (col.unit or "") if col else ""
+
+
+def deciding(checks: list[Check]) -> Check | None:
+    """The comparison a claim's verdict rests on: a failing one first, then an open one, and among those the
+    one closest to failing (smallest excess for '>', largest for a bound '<=')."""
+    order = (FAILS, INCONCLUSIVE, NOT_TESTABLE, HOLDS)
+    shown = [c for c in checks if c.effect is not None]
+    return min(shown, key=lambda c: (order.index(c.verdict) if c.verdict in order else len(order),
+                                     -c.effect if c.relation == "<=" else c.effect), default=None)
+
+
+def _records(cmp: Comparison, ref: Ref, scale: str) -> list[dict]:
+    """The records behind a cell (behind both operands of a derived cell)."""
+    if ref.const is not None:
+        return []
+    cell = cmp.cell(ref, scale)
+    derived = cell.column.derived if cell is not None else None
+    if derived:
+        return [r for k in ("a", "b") for r in _records(cmp, Ref(ref.table, ref.row, derived[k]), scale)]
+    return [rec for rec, _ in cmp.runs(scale, ref.table, ref.row, ref.column)]
+
+
+def setting(cmp: Comparison, checks: list[Check], scale: str) -> dict:
+    """What the compared runs were trained in, from their own configs: data (with the share used), models by
+    measured size, epochs, seeds per cell."""
+    recs = {r.get("run_id"): r for c in checks for ref in (c.lhs, c.rhs) for r in _records(cmp, ref, scale)}
+    recs = [r for r in recs.values() if r.get("status") == "finished"]
+    configs = [as_dict(r.get("config")) for r in recs]
+    epochs = _joined(as_dict(r.get("metrics")).get("epochs") for r in recs if r.get("kind", "train") == "train")
+    seeds = _joined(c.n for ref in {x for ch in checks for x in (ch.lhs, ch.rhs)} if ref.const is None
+                    for c in [cmp.cell(ref, scale)] if c is not None and c.n)
+    out = {"data": "; ".join(sorted({data_label(c) for c in configs if as_dict(c.get("data"))})),
+           "models": sorted({m for r in recs if (m := model_label(r))}), "epochs": epochs, "seeds": seeds}
+    budget = ", ".join(x for x in (f"{epochs} epochs" if epochs else "",
+                                   f"{seeds} seed{'s' if seeds != '1' else ''}" if seeds else "") if x)
+    out["budget"], out["lines"] = budget, [x for x in (out["data"], *out["models"], budget) if x]
+    out["text"] = "; ".join(out["lines"])
+    return out
+
+
+def short(text: str, limit: int = 90) -> str:
+    """A claim's first sentence, cut at a word near ``limit`` characters (the full text is one click away)."""
+    first = text.split(". ")[0].rstrip(".")
+    if len(first) <= limit:
+        return first + "."
+    return first[:limit].rsplit(" ", 1)[0] + " …"
+
+
+def _num(x) -> float | None:
+    return None if x is None else round(float(x), 4)
+
+
+def precondition_row(paper: Paper | None, p: Verdict) -> dict:
+    """A precondition with the values it measured beside its threshold ('DeiT-12 · CosSim 0.29 vs 0.5')."""
+    measured = [f"{ref_label(paper, c.lhs)} {c.means[0]:.3g}{_unit(paper, c.lhs)} vs "
+                + (f"{c.means[1]:.3g}" if c.rhs.const is not None else f"{ref_label(paper, c.rhs)} {c.means[1]:.3g}")
+                + (f" + margin {c.margin:g}" if c.margin else "") for c in p.checks if c.means]
+    return {"id": p.claim.id, "text": p.claim.text, "verdict": p.verdict, "met": p.verdict == HOLDS,
+            "label": p.label, **chip(p.verdict, "precondition"), "measured": "; ".join(measured)}
+
+
+def _floor(p: Verdict) -> bool:
+    """An accuracy floor: every comparison a top-1/top-5 cell against a constant."""
+    return bool(p.checks) and all(c.rhs.const is not None and c.lhs.const is None and
+                                  any(k in c.lhs.column for k in ("top1", "top5")) for c in p.checks)
+
+
+def row(cmp: Comparison, v: Verdict, drawn: set | frozenset = frozenset()) -> dict:
+    """One claim at one scale as the first screen shows it (``drawn``: the (figure, scale) pairs drawn, of which
+    the row links those of the tables it compares)."""
+    paper, c = cmp.paper, deciding(v.checks)
+    tables = {r.table for ch in v.checks for r in (ch.lhs, ch.rhs) if r.const is None}
+    t = decisive(c) if c else None
+    ok, bad = p_sides(c) if c else ("", "")
+    side = bad if c and (c.verdict == FAILS or (t and t.p_greater is not None and getattr(t, bad) < getattr(t, ok))) else ok
+    pre = [precondition_row(paper, p) for p in v.preconditions]
+    under = [p for p, r in zip(v.preconditions, pre) if not r["met"] and _floor(p)]
+    return {"id": v.claim.id, "text": v.claim.text, "kind": kind(v), "scale": v.scale, "verdict": v.verdict,
+            "label": v.label, **chip(v.verdict), "result": v.result or None,
+            "setting": setting(cmp, v.checks, v.scale),
+            "compared": f"{ref_label(paper, c.lhs)} {c.relation} {ref_label(paper, c.rhs)}" if c else "",
+            "comparisons": len(v.checks), "relation": c.relation if c else "", "unit": _unit(paper, c.lhs) if c else "",
+            "means": [_num(x) for x in c.means] if c and c.means else None, "margin": _num(c.margin) if c else None,
+            "effect": _num(c.effect) if c else None, "ci": [_num(x) for x in t.ci] if t and t.ci else None,
+            "p": _num(getattr(t, side + "_adj")) if t and t.p_greater is not None else None,
+            "n": "/".join(map(str, t.n if t else c.n or ())) if c else "",
+            "paper_effect": _num(c.paper_effect) if c else None, "preconditions": pre,
+            "figures": [f.id for f in paper.figures if f.table in tables and (f.id, v.scale) in drawn],
+            "qualifier": "under-trained: " + "; ".join(r["measured"] for p, r in zip(v.preconditions, pre)
+                                                       if p in under) if under else ""}
+
+
+def first_screen(a: Assessment, drawn: set | frozenset = frozenset()) -> list[dict]:
+    """Per scale that judges anything (smoke scales left out): the setting, the budget caveat, each central
+    claim as a row, and the counts of everything else (theory, timing, preconditions)."""
+    cmp, out = a.cmp, []
+    heads = {h["scale"]: headline_text(h) for h in headline(cmp, a.verdicts, a.preconditions, a.settings)}
+    for scale in order_scales(cmp.scales):
+        if is_smoke(scale):
+            continue
+        rows = [row(cmp, v, drawn) for v in a.verdicts
+                if v.scale == scale and kind(v) in CENTRAL and v.claim.evidence == "training" and v.verdict in SHOWN]
+        budget = "" if scale == "full" else (f"at this budget ({a.settings.get(scale, '')}), not the paper's "
+                                             "protocol: a verdict here is a finding about this setting")
+        out.append({"scale": scale, "setting": a.settings.get(scale, ""), "budget": budget, "rows": rows,
+                    "counts": heads.get(scale, "")})
+    return sorted(out, key=lambda b: not b["rows"])  # scales that judge a claim first
+
+
+def forest_svg(r: dict, width: int = 220, height: int = 30) -> str:
+    """Ours (point, 95 % interval) and the paper's effect (open diamond) on the claim's own axis; the dashed
+    line is the threshold the claim is judged against (0 past its margin), the shaded side the claim's."""
+    xs = [x for x in (r.get("effect"), r.get("paper_effect"), 0.0, *(r.get("ci") or ())) if x is not None]
+    if r.get("effect") is None:
+        return ""
+    lo, hi = min(xs), max(xs)
+    pad = (hi - lo) * 0.08 or 1.0
+    lo, hi = lo - pad, hi + pad
+    px = lambda x: round(6 + (width - 12) * (x - lo) / (hi - lo), 1)  # noqa: E731
+    y, zero = height / 2, px(0.0)
+    color = {"v-holds": "#15803d", "v-fails": "#b91c1c", "v-outside-regime": "#6d28d9"}.get(r["cls"], "#a16207")
+    holds_right = r.get("relation") != "<="
+    shade = (zero, width - zero) if holds_right else (0, zero)
+    parts = [f'<rect x="{shade[0]}" y="2" width="{round(shade[1], 1)}" height="{height - 4}" fill="#e8f6ec"/>',
+             f'<line x1="{zero}" y1="1" x2="{zero}" y2="{height - 1}" stroke="#333" stroke-dasharray="3 2"/>']
+    if r.get("ci"):
+        parts.append(f'<line x1="{px(r["ci"][0])}" y1="{y}" x2="{px(r["ci"][1])}" y2="{y}" stroke="{color}" '
+                     f'stroke-width="2.5"/>')
+    parts.append(f'<circle cx="{px(r["effect"])}" cy="{y}" r="4.5" fill="{color}"/>')
+    if r.get("paper_effect") is not None:
+        x = px(r["paper_effect"])
+        parts.append(f'<path d="M{x} {y - 6} L{x + 6} {y} L{x} {y + 6} L{x - 6} {y} Z" fill="none" stroke="#222" '
+                     f'stroke-width="1.3"/>')
+    title = (f"ours {r['effect']:+.3g}" + (f" [{r['ci'][0]:+.3g}, {r['ci'][1]:+.3g}]" if r.get("ci") else "")
+             + (f"; paper {r['paper_effect']:+.3g}" if r.get("paper_effect") is not None else "")
+             + "; dashed: the threshold" + (f" (margin {r['margin']:g} taken off)" if r.get("margin") else ""))
+    return (f'<svg class="forest" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img">'
+            f'<title>{title}</title>{"".join(parts)}</svg>')
+
+
+def row_models(view, row: str) -> str:
+    """The models our runs of a table row trained, by measured size (beside the paper's name for the row)."""
+    return " / ".join(sorted({p["label"] for c in view.cells.values() if c.row == row
+                              for p in c.runs_protocol if p.get("label")}))

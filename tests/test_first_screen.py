@@ -1,0 +1,164 @@
+"""A report read at one glance and impossible to misread: the first screen's rows, and the five misreadings
+fixed where they arose (a data subset labelled as the whole set, a precondition without its measured value, a
+hidden margin, a precondition not met wearing the red 'fails', a model named by the paper's size)."""
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from repro.records import write_record
+from repro.report import build_index, build_report
+from repro.report.provenance import data_label, model_label
+
+PAPER = """\
+id: gl
+title: Glance paper
+protocol: "ImageNet-1k at 224 px"
+tables:
+  - id: acc
+    caption: Accuracy
+    source: Table 1
+    columns:
+      - {key: top1, label: Top-1, unit: "%"}
+      - {key: cossim, label: CosSim}
+    rows:
+      - {key: base, label: DeiT-S, values: {top1: "79.8"}}
+      - {key: ours, label: ConViT-S, values: {top1: "81.3"}}
+  - id: wide
+    caption: Many columns
+    source: Table 2
+    columns: [{key: c1, label: C1}, {key: c2, label: C2}, {key: c3, label: C3}, {key: c4, label: C4},
+              {key: c5, label: C5}, {key: c6, label: C6}]
+    rows:
+      - {key: r, label: R, values: {c1: "1"}}
+figures:
+  - {id: sim, caption: "CosSim per layer", kind: per_layer, table: acc,
+     series: [{label: DeiT-S, row: base, column: cossim, metric: cossim_curve}]}
+preconditions:
+  - {id: pre_floor, text: "The baseline learns: top-1 above 60 %.", table: acc, check: greater, pairs: [[base.top1, 60]]}
+  - {id: pre_smooth, text: "The baseline over-smooths: CosSim above 0.5.", table: acc, check: greater,
+     pairs: [[base.cossim, 0.5]]}
+claims:
+  - {id: ahead, text: "ConViT-S is ahead of DeiT-S by more than 2 points.", table: acc, check: greater, margin: 2,
+     pairs: [[ours.top1, base.top1]]}
+  - {id: ahead_learnt, text: "Ahead, where the baseline learns.", table: acc, check: greater, requires: [pre_floor],
+     pairs: [[ours.top1, base.top1]]}
+"""
+
+DATA = {"name": "cifar10_jpeg", "img_size": 32, "num_classes": 10, "fraction": 0.2}
+
+
+def _model(name: str, heads: int) -> dict:
+    return {"name": name, "kwargs": {"depth": 6, "embed_dim": 48 * heads // 3, "num_heads": heads}}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("glance")
+    papers, results = root / "papers", root / "results"
+    (papers / "gl").mkdir(parents=True)
+    (papers / "gl" / "paper.yaml").write_text(PAPER)
+    for seed in range(3):
+        for row, top1, model, params in (("base", 50.0, _model("repro_deit_tiny_c32", 3), 348_000),
+                                         ("ours", 53.0, _model("repro_convit_tiny_c32", 9), 861_000)):
+            write_record(dict(run_id=f"{row}-s{seed}", paper="gl", table="acc", scale="full", seed=seed,
+                              cell={"row": row, "columns": {"top1": "top1", "cossim": "cossim_last"}},
+                              status="finished", config={"data": DATA, "model": model, "recipe": {"epochs": 10}},
+                              metrics={"top1": top1 + seed * 0.5, "cossim_last": 0.29 + 0.01 * seed, "epochs": 10,
+                                       "params": params, "cossim_curve": [0.1, 0.2, 0.29 + 0.01 * seed]},
+                              provenance={"device": "cpu", "data": {"test_images": 10000}}), root=results)
+    build_report("gl", papers, results, notebook_execute=None)
+    build_index(papers, results)
+    return results
+
+
+def test_a_subset_of_the_data_is_labelled_with_its_share(built):
+    """Misreading 1: cmhsa's runs on 20 % of CIFAR-10 were labelled "CIFAR-10 (JPEG q75)"."""
+    assert data_label({"data": DATA}) == "20 % of CIFAR-10 (JPEG q75) (32 px)"
+    rows = list(csv.DictReader((built / "gl" / "cells.csv").open()))
+    top1 = next(r for r in rows if (r["row"], r["column"]) == ("base", "top1"))
+    assert top1["dataset"].startswith("20 % of CIFAR-10") and top1["fraction"] == "0.2"
+    screen = json.loads((built / "gl" / "summary.json").read_text())["first_screen"][0]
+    assert all(r["setting"]["data"].startswith("20 % of") for r in screen["rows"])
+
+
+def test_a_precondition_shows_the_value_it_measured(built):
+    """Misreading 2: a precondition was named (met / not met) without the baseline's measured value."""
+    page = (built / "gl" / "report.html").read_text()
+    assert "DeiT-S · Top-1 50.5% vs 60" in page  # beside the claim that requires it, on the first screen
+    claims = {r["claim"]: r for r in csv.DictReader((built / "gl" / "claims.csv").open())}
+    assert claims["ahead_learnt"]["preconditions"] == "pre_floor: not met (DeiT-S · Top-1 50.5% vs 60)"
+    assert "DeiT-S · CosSim 0.3 vs 0.5" in page  # the preconditions table gives every measured value
+
+
+def test_a_margin_is_shown_and_stored(built):
+    """Misreading 3: an effect quoted past a hidden 2-point margin (-3.23 where the gap was -1.23)."""
+    claims = {r["claim"]: r for r in csv.DictReader((built / "gl" / "claims.csv").open())}
+    row = claims["ahead"]
+    assert float(row["margin"]) == 2 and float(row["effect"]) == pytest.approx(1.0)
+    assert (float(row["lhs_mean"]), float(row["rhs_mean"])) == pytest.approx((53.5, 50.5))
+    comps = list(csv.DictReader((built / "gl" / "comparisons.csv").open()))
+    assert {float(r["margin"]) for r in comps if r["claim"] == "ahead"} == {2.0}
+    summary = json.loads((built / "gl" / "summary.json").read_text())
+    ahead = next(c for c in summary["claims"] if c["id"] == "ahead")
+    assert "gap +3 against a margin of 2: effect +1" in ahead["statistic"]
+    assert "past a margin of 2: gap +3" in (built / "gl" / "report.html").read_text()
+
+
+def test_a_precondition_not_met_has_its_own_chip(built):
+    """Misreading 4: a precondition not met wore the red 'fails' chip of a failed claim."""
+    page = (built / "gl" / "report.html").read_text()
+    row = page[page.index('<tr id="claim-pre_floor-full">'):page.index('<tr id="claim-pre_smooth-full">')]
+    assert 'class="verdict v-not-met"' in row and "not met · full" in row and "v-fails" not in row
+    summary = json.loads((built / "gl" / "summary.json").read_text())
+    assert next(p for p in summary["preconditions"] if p["id"] == "pre_floor")["label"] == "not met"
+
+
+def test_models_are_named_by_measured_size(built):
+    """Misreading 5: 0.7M-parameter models were called by the paper's row names ("DeiT-S", "ConViT-S")."""
+    rec = {"config": {"model": _model("repro_convit_tiny_c32", 9)}, "metrics": {"params": 861_000}}
+    assert model_label(rec) == "ConViT, depth 6, 9 heads, 0.86M"
+    rows = list(csv.DictReader((built / "gl" / "cells.csv").open()))
+    assert next(r for r in rows if r["row"] == "ours" and r["column"] == "top1")["model"] == \
+        "ConViT, depth 6, 9 heads, 0.86M"
+    page = (built / "gl" / "report.html").read_text()
+    assert "ours: DeiT, depth 6, 3 heads, 0.35M" in page  # under the paper's "DeiT-S" row
+    assert "ours: DeiT, depth 6, 3 heads, 0.35M" in (built / "gl" / "REPORT.md").read_text()
+
+
+def test_first_screen_rows_carry_setting_effects_interval_and_verdict(built):
+    """Each central claim as one row, first on the page and in the index: setting, paper's effect, ours with its
+    95 % interval and a forest plot, verdict; an accuracy floor not met says 'under-trained'."""
+    page = (built / "gl" / "report.html").read_text()
+    first = page.index('<table class="glance"')
+    assert first < page.index('id="runs"') and first < page.index('id="claims"')
+    rows = re.findall(r'<tr class="glance-row".*?</tr>', page, re.S)
+    assert len(rows) == 2 and all('<svg class="forest"' in r for r in rows)
+    ahead, learnt = rows
+    assert ">-0.5<" in ahead and "<b>+1</b>" in ahead  # past the margin: paper 81.3 - 79.8 - 2, ours 53.5 - 50.5 - 2
+    assert "10 epochs, 3 seeds" in ahead and "ConViT, depth 6, 9 heads, 0.86M" in ahead
+    assert "v-outside-regime" in learnt and "under-trained" in learnt
+    index = (built / "index.html").read_text()
+    assert index.index('id="glance-gl"') < index.index('id="papers"') and "gl/report.html#claim-ahead-full" in index
+    md = (built / "gl" / "REPORT.md").read_text()
+    assert md.index("The central claims at a glance") < md.index("## Runs")
+
+
+def test_figures_draw_the_judged_threshold_and_say_what_their_bands_are(built):
+    svg = (built / "gl" / "figures" / "sim-full.svg").read_text()
+    assert "pre_smooth: &gt; 0.5" in svg
+    page = (built / "gl" / "report.html").read_text()
+    assert "bands: ± 1 sd across seeds" in page
+    rows = re.findall(r'<tr class="glance-row".*?</tr>', page, re.S)
+    assert all('href="#fig-sim-full"' in r for r in rows) and 'id="fig-sim-full"' in page  # beside each claim
+
+
+def test_pages_have_no_dead_notebook_link_no_none_header_and_read_wide_tables_long(built):
+    page = (built / "gl" / "report.html").read_text()
+    assert 'href="notebook.html"' not in page  # a build output, absent in a fresh clone
+    assert "ours at None" not in page and "ours at None" not in (built / "gl" / "REPORT.md").read_text()
+    assert 'class="compare-table long" data-table="wide"' in page and '<details class="section" id="acc">' in page
