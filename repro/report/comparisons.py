@@ -50,6 +50,7 @@ class Check:
     below_mde: bool = False          # resolved, but the effect is smaller than the comparison resolves
     n: tuple | None = None           # runs per side where no test was made (fewer than MIN_SEEDS)
     margin: float = 0.0              # the claim's margin, already taken off the effect
+    share: tuple | None = None       # rate checks: (runs at or below the bound, runs)
     means: tuple | None = None       # (lhs, rhs) means over seeds (None for a curve or a side not measured)
 
 
@@ -287,9 +288,9 @@ def _rate(claim: Claim, lhs: Ref, rhs: Ref, a: list) -> Check:
         return Check(lhs, rhs, "rate", INCONCLUSIVE,
                      f"{k} of {n} runs at or below {_fmt(rhs.const)} (share {k / n:.2f} vs {claim.rate:g}); leans "
                      f"{'above' if effect > 0 else 'below'} it, n={n} < {MIN_RATE_RUNS} runs", "rate_lean", effect,
-                     n=(n, "const"))
+                     n=(n, "const"), share=(k, n))
     test = rate_test(a, rhs.const, claim.rate, claim.alpha)
-    return Check(lhs, rhs, "rate", INCONCLUSIVE, "", "binomial", test.effect, test.mde, [test])
+    return Check(lhs, rhs, "rate", INCONCLUSIVE, "", "binomial", test.effect, test.mde, [test], share=(k, n))
 
 
 def _within(a: list, b: list, tol: float | None, exact: bool = False) -> tuple[str, str, str]:

@@ -101,7 +101,9 @@ def _num(x) -> float | None:
 
 def precondition_row(paper: Paper | None, p: Verdict) -> dict:
     """A precondition with the values it measured beside its threshold ('DeiT-12 · CosSim 0.29 vs 0.5')."""
-    measured = [f"{ref_label(paper, c.lhs)} {c.means[0]:.3g}{_unit(paper, c.lhs)} vs "
+    measured = [f"{ref_label(paper, c.lhs)}: {c.share[0]} of {c.share[1]} runs at or below {c.rhs.const:g}"
+                f"{_unit(paper, c.lhs)} (a share above {p.claim.rate:g} needed)" if c.share else
+                f"{ref_label(paper, c.lhs)} {c.means[0]:.3g}{_unit(paper, c.lhs)} vs "
                 + (f"{c.means[1]:.3g}" if c.rhs.const is not None else f"{ref_label(paper, c.rhs)} {c.means[1]:.3g}")
                 + (f" + margin {c.margin:g}" if c.margin else "") for c in p.checks if c.means]
     return {"id": p.claim.id, "text": p.claim.text, "verdict": p.verdict, "met": p.verdict == HOLDS,
