@@ -8,7 +8,10 @@ import pytest
 
 from repro.records import SCHEMA
 from repro.report import readme
+from repro.spec import paper_ids
 
+ROOT = Path(__file__).resolve().parents[1]
+LIMIT = 12_000  # characters, README.md and each papers/<id>/README.md
 
 
 def _summary() -> dict:
@@ -87,3 +90,8 @@ def test_missing_markers_is_an_error_naming_the_file(repo):
 def test_results_elsewhere_leave_the_readmes_alone(repo, tmp_path_factory):
     other = tmp_path_factory.mktemp("elsewhere")
     assert readme.write_readmes(repo / "papers", other) == []
+
+
+@pytest.mark.parametrize("path", ["README.md", *(f"papers/{p}/README.md" for p in paper_ids(ROOT / "papers"))])
+def test_readme_size_limit(path):
+    assert len((ROOT / path).read_text()) <= LIMIT, f"{path}: over {LIMIT} characters; move reference material out"
