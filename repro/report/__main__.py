@@ -1,6 +1,7 @@
 """`python -m repro.report [--paper ID ...] [--allow-invalid]`: rebuild reports from records only, then
 results/index.html, then the READMEs' generated results blocks. An invalid record (unreadable, or naming no
-cell of the paper) is one line on stderr and stops the build (exit 2, nothing written) unless --allow-invalid builds the reports without it."""
+cell of the paper) is one line on stderr and stops the build (exit 2, nothing written) unless --allow-invalid
+builds the reports without it."""
 from __future__ import annotations
 
 import argparse
