@@ -92,6 +92,24 @@ def test_results_elsewhere_leave_the_readmes_alone(repo, tmp_path_factory):
     assert readme.write_readmes(repo / "papers", other) == []
 
 
+def test_committed_readmes_match_the_committed_summaries():
+    """Fails when a README's block drifts from results/: run `make report` and commit the READMEs."""
+    summaries, cost = [], {}
+    for pid in paper_ids(ROOT / "papers"):
+        summary = json.loads((ROOT / "results" / pid / "summary.json").read_text())
+        summaries.append(summary)
+        cost[pid] = readme.costs(pid, ROOT / "results", summary["scales"])
+        path = ROOT / "papers" / pid / "README.md"
+        text = path.read_text()
+        block = readme.paper_block(summary, cost[pid])
+        assert readme.splice(text, block, path) == text, f"{path} is stale: run make report and commit it"
+    path = ROOT / "README.md"
+    text = path.read_text()
+    block = readme.index_block(summaries, cost)
+    assert readme.splice(text, block, path) == text, f"{path} is stale: run make report and commit it"
+
+
 @pytest.mark.parametrize("path", ["README.md", *(f"papers/{p}/README.md" for p in paper_ids(ROOT / "papers"))])
 def test_readme_size_limit(path):
-    assert len((ROOT / path).read_text()) <= LIMIT, f"{path}: over {LIMIT} characters; move reference material out"
+    size = len((ROOT / path).read_text())
+    assert size <= LIMIT, f"{path}: {size} characters, over {LIMIT}; move reference material to its own README"
