@@ -1,6 +1,7 @@
 """`python -m repro.report [--paper ID ...] [--allow-invalid]`: rebuild reports from records only, then
-results/index.html. An invalid record (unreadable, or naming no cell of the paper) is one line on stderr and
-stops the build (exit 2, nothing written) unless --allow-invalid builds the reports without it."""
+results/index.html, then the READMEs' generated results blocks. An invalid record (unreadable, or naming no
+cell of the paper) is one line on stderr and stops the build (exit 2, nothing written) unless --allow-invalid
+builds the reports without it."""
 from __future__ import annotations
 
 import argparse
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from repro.records import results_root
 from repro.report.build import UnknownPaper, build_all, invalid_records
+from repro.report.readme import MissingMarkers, write_readmes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,7 +35,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         written, errors = build_all(args.papers_dir, results, args.paper,
                                     None if args.notebook == "none" else args.notebook)
-    except UnknownPaper as e:
+        readmes = write_readmes(args.papers_dir, results, args.paper)  # README results blocks, from summary.json
+    except (UnknownPaper, MissingMarkers) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except OSError as e:  # a read-only results folder, a full disk: the records are only read, never touched
@@ -44,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {pid}: {err}", file=sys.stderr)
     reports = [p for p in written if p.name == "report.html"]
     print(f"wrote {len(reports)} report(s) and {written[-1]} in {time.perf_counter() - start:.1f}s")
-    for p in reports:
+    for p in reports + readmes:
         print(f"  {p}")
     return 1 if errors else 0
 

@@ -1,0 +1,115 @@
+"""The READMEs' generated results blocks (repro/report/readme.py) and the READMEs' size limits."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from repro.records import SCHEMA
+from repro.report import readme
+from repro.spec import paper_ids
+
+ROOT = Path(__file__).resolve().parents[1]
+LIMIT = 12_000  # characters, README.md and each papers/<id>/README.md
+
+
+def _summary() -> dict:
+    comp = {"verdict": "holds", "method": "welch", "effect": 6.78, "ci95": [4.77, 8.79], "p_holds_holm": 0.002}
+    return {"paper": "toy", "scales": ["cpu", "tiny"], "settings": {"cpu": "depth 6; 3 seeds", "tiny": "depth 4"},
+            "verdicts": {"cpu": {"theory": {"holds": 2}}},
+            "claims": [{"id": "a_beats_b", "scale": "cpu", "kind": "training", "verdict": "holds", "result": None,
+                        "comparisons": [comp]},
+                       {"id": "a_beats_b", "scale": "tiny", "kind": "training", "verdict": "smoke", "result": None,
+                        "comparisons": [comp]}],
+            "preconditions": []}
+
+
+@pytest.fixture
+def repo(tmp_path):
+    """A checkout in miniature: README.md, papers/toy/{paper.yaml,README.md}, results/toy/ with two records."""
+    (tmp_path / "papers" / "toy").mkdir(parents=True)
+    (tmp_path / "papers" / "toy" / "paper.yaml").write_text("id: toy\n")
+    (tmp_path / "papers" / "toy" / "README.md").write_text(
+        f"# Toy\n\nProtocol by hand.\n\n{readme.BEGIN}\nold numbers\n{readme.END}\n\nPilots by hand.\n")
+    (tmp_path / "README.md").write_text(f"# top\n\n{readme.BEGIN}\n{readme.END}\ntail\n")
+    res = tmp_path / "results" / "toy"
+    (res / "cpu" / "records").mkdir(parents=True)
+    (res / "summary.json").write_text(json.dumps(_summary()))
+    for i, wall in enumerate((1800.0, 5400.0)):
+        rec = {"schema": SCHEMA, "paper": "toy", "table": "t", "cell": {}, "scale": "cpu", "seed": i, "run_id": f"r{i}",
+               "status": "finished", "kind": "train", "config": {}, "metrics": {},
+               "provenance": {"wall_s": wall, "device": "cpu", "cpu": "x86_64", "cpu_threads": 1}}
+        (res / "cpu" / "records" / f"r{i}.json").write_text(json.dumps(rec))
+    return tmp_path
+
+
+def _write(repo: Path) -> list[Path]:
+    return readme.write_readmes(repo / "papers", repo / "results")
+
+
+def test_block_is_generated_from_the_summary_and_the_records(repo):
+    changed = _write(repo)
+    text = (repo / "papers" / "toy" / "README.md").read_text()
+    assert set(changed) == {repo / "papers" / "toy" / "README.md", repo / "README.md"}
+    assert "old numbers" not in text
+    assert "| `a_beats_b` | training | holds | +6.78 [+4.77, +8.79] |" in text
+    assert "depth 6; 3 seeds" in text and "cost 2.0 h over 2 runs" in text  # (1800 + 5400) s
+    assert "Smoke scale" in text and "theory: 2 holds" in text
+    top = (repo / "README.md").read_text()
+    assert "| [toy](papers/toy/README.md) | cpu | 1 holds | - | 2.0 h over 2 runs (cpu) |" in top
+
+
+def test_text_outside_the_markers_is_kept_and_a_second_run_changes_nothing(repo):
+    _write(repo)
+    text = (repo / "papers" / "toy" / "README.md").read_text()
+    assert text.startswith("# Toy\n\nProtocol by hand.\n\n" + readme.BEGIN)
+    assert text.endswith(readme.END + "\n\nPilots by hand.\n")
+    assert (repo / "README.md").read_text().endswith(readme.END + "\ntail\n")
+    assert _write(repo) == []
+    assert (repo / "papers" / "toy" / "README.md").read_text() == text
+
+
+def test_a_hand_edit_inside_the_block_is_overwritten(repo):
+    _write(repo)
+    path = repo / "papers" / "toy" / "README.md"
+    generated = path.read_text()
+    path.write_text(generated.replace("+6.78", "+9.99"))
+    assert _write(repo) == [path]
+    assert path.read_text() == generated
+
+
+def test_missing_markers_is_an_error_naming_the_file(repo):
+    path = repo / "papers" / "toy" / "README.md"
+    path.write_text("# Toy\n\nno block\n")
+    with pytest.raises(readme.MissingMarkers, match=str(path)):
+        _write(repo)
+    assert path.read_text() == "# Toy\n\nno block\n"
+
+
+def test_results_elsewhere_leave_the_readmes_alone(repo, tmp_path_factory):
+    other = tmp_path_factory.mktemp("elsewhere")
+    assert readme.write_readmes(repo / "papers", other) == []
+
+
+def test_committed_readmes_match_the_committed_summaries():
+    """Fails when a README's block drifts from results/: run `make report` and commit the READMEs."""
+    summaries, cost = [], {}
+    for pid in paper_ids(ROOT / "papers"):
+        summary = json.loads((ROOT / "results" / pid / "summary.json").read_text())
+        summaries.append(summary)
+        cost[pid] = readme.costs(pid, ROOT / "results", summary["scales"])
+        path = ROOT / "papers" / pid / "README.md"
+        text = path.read_text()
+        block = readme.paper_block(summary, cost[pid])
+        assert readme.splice(text, block, path) == text, f"{path} is stale: run make report and commit it"
+    path = ROOT / "README.md"
+    text = path.read_text()
+    block = readme.index_block(summaries, cost)
+    assert readme.splice(text, block, path) == text, f"{path} is stale: run make report and commit it"
+
+
+@pytest.mark.parametrize("path", ["README.md", *(f"papers/{p}/README.md" for p in paper_ids(ROOT / "papers"))])
+def test_readme_size_limit(path):
+    size = len((ROOT / path).read_text())
+    assert size <= LIMIT, f"{path}: {size} characters, over {LIMIT}; move reference material to its own README"
