@@ -135,12 +135,18 @@ PAPER_IDS = ("convit", "cmhsa", "oversmoothing", "augvit", "respostln")
 
 
 @pytest.fixture(scope="session")
-def built_notebooks() -> Path:
+def built_notebooks(tmp_path_factory) -> Path:
     """results/<id>/report.ipynb and notebook.html of the committed records. They are build outputs
-    (git-ignored), so a fresh clone has none until `make report`: build the missing ones in-process."""
+    (git-ignored), so a fresh clone has none until `make report`: build the missing ones in-process, one
+    test process at a time (pytest-xdist workers share the repository; the lock file sits in the run's
+    shared temp folder)."""
+    import fcntl
+
     from repro.report import notebook
-    for pid in PAPER_IDS:
-        out = REPO / "results" / pid
-        if not ((out / "report.ipynb").is_file() and (out / "notebook.html").is_file()):
-            notebook.build(pid, REPO / "papers", REPO / "results", execute="inline")
+    with open(tmp_path_factory.getbasetemp().parent / "built_notebooks.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for pid in PAPER_IDS:
+            out = REPO / "results" / pid
+            if not ((out / "report.ipynb").is_file() and (out / "notebook.html").is_file()):
+                notebook.build(pid, REPO / "papers", REPO / "results", execute="inline")
     return REPO / "results"
