@@ -30,8 +30,9 @@ from . import locks, multirun, records
 from .checks import (check_classes, check_command, check_data, check_keys, check_recipe, check_writable,
                      class_counts)
 from .data import DataError, FractionError, check_fraction, open_split
-from .runs import (RUN_KEYS, SCALES, ConfigError, RunSpec, check_unique, deep_merge, import_object,
+from .runs import (RUN_KEYS, SCALES, ConfigError, RunSpec, check_unique, deep_merge,
                    known_papers, paper_runs, resolve, run_dir, run_groups, shard, source_spec, with_sources)
+from .functions import lookup
 from .train import ddp, preempt
 from .train.checkpoint import CheckpointError
 from .train.engine import Runtime, train
@@ -100,20 +101,20 @@ def validate(spec: RunSpec, seen_data: set | None = None) -> str | None:
     """
     if spec.kind == "probe":
         if not spec.config.get("probe"):
-            raise ConfigError(f"probe run {spec.run_id} has no config['probe'] ('package.module:function')")
-        import_object(spec.config["probe"])
+            raise ConfigError(f"probe run {spec.run_id} has no config['probe'] (a registered function name)")
+        lookup(spec.config["probe"])
         return
     check_model(spec.config)
     source = source_spec(spec)
     if source is not None:
-        import_object(spec.config["init"]["fn"])
+        lookup(spec.config["init"]["fn"])
         check_model(source.config)
     check_fraction(spec.config["data"].get("fraction", 1.0))
     check_data(spec.config["data"])
     check_recipe(spec.config.get("recipe") or {})
     probe_list(spec.config.get("probes"))
     for entry in spec.config.get("losses") or []:
-        import_object(entry if isinstance(entry, str) else entry.get("fn", ""))
+        lookup(entry if isinstance(entry, str) else entry.get("fn", ""))
     data = spec.config["data"]
     key = repr(sorted((k, repr(v)) for k, v in data.items() if k != "fraction"))
     if seen_data is not None and key in seen_data:

@@ -6,7 +6,7 @@ scale's Hydra base config and the command-line overrides, and the resolved confi
 fix the run's id. Same inputs, same id: a rerun finds its record and checkpoint again.
 
 A train run may start from another run's final model (two-phase training):
-``config["init"] = {"from": source.as_source(), "fn": "pkg.mod:fn", "kwargs": {...}}``. ``resolve``
+``config["init"] = {"from": source.as_source(), "fn": "<registered name>", "kwargs": {...}}``. ``resolve``
 resolves the source's config like any other (so the source, and with it the dependent's id, follow
 the same scale, overrides and mode), and ``with_sources`` puts every source run before its first
 dependent. The engine loads the source's final weights and calls ``fn(source_model, model, **kwargs)``
@@ -27,6 +27,8 @@ from typing import Any, Callable
 
 from omegaconf import OmegaConf
 
+from .errors import ConfigError
+from .functions import hashed, short_name
 from .records import read_record, record_path
 
 KINDS = ("train", "probe")
@@ -57,10 +59,6 @@ def final_checkpoint(spec: "RunSpec") -> Path:
     return run_dir(spec) / "last.pt"
 
 
-class ConfigError(ValueError):
-    """Bad input from the user (paper, scale, table, model, config value): one line, exit code 2."""
-
-
 def _measured(config):
     """``config`` as hashed into run ids: ``data.download`` (anywhere, a source's config included) counts
     as false, since how the files arrive is not what a run measures; fetching never changes an id."""
@@ -80,7 +78,7 @@ class RunSpec:
 
     cell = {"row": <row key>, "columns": {<table column key>: <metric key in the record>}}.
     kind "train" trains config["model"] under config["recipe"] on config["data"];
-    kind "probe" calls the function named by config["probe"] ("pkg.module:function") with the
+    kind "probe" calls the function named by config["probe"] (a registered name, repro/functions.py) with the
     resolved config and records the metrics dict it returns.
     """
     paper: str
@@ -103,7 +101,7 @@ class RunSpec:
     @property
     def fingerprint(self) -> str:
         """Short hash of what the run measures: kind, resolved config, seed and scale."""
-        blob = json.dumps({"kind": self.kind, "config": _measured(self.config), "seed": self.seed,
+        blob = json.dumps({"kind": self.kind, "config": hashed(_measured(self.config)), "seed": self.seed,
                            "scale": self.scale}, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:10]
 
@@ -112,7 +110,7 @@ class RunSpec:
         if self.name:
             return self.name
         if self.kind == "probe":
-            return str(self.config.get("probe", "probe")).rpartition(":")[2]
+            return short_name(self.config.get("probe", "probe"))
         return str((self.config.get("model") or {}).get("name") or "model").removeprefix("repro_")
 
     def as_source(self) -> dict:
@@ -182,7 +180,7 @@ def _init_source(spec: RunSpec, train_only: bool = False) -> RunSpec | None:
         or not isinstance(init.get("fn"), str)
     if malformed or (train_only and spec.kind != "train"):
         raise ConfigError(f"config['init'] of {spec.paper}/{spec.table}/{spec.cell.get('row')} must be "
-                          f"{{'from': <source RunSpec>.as_source(), 'fn': 'package.module:function'}} on a "
+                          f"{{'from': <source RunSpec>.as_source(), 'fn': <registered function name>}} on a "
                           f"train run, got {init!r:.200}")
     return RunSpec(paper=spec.paper, table=src["table"], cell=src["cell"], scale=spec.scale,
                    seed=int(src.get("seed", spec.seed)), kind="train", config=src["config"],
@@ -296,21 +294,6 @@ def paper_runs(paper: str, scale: str, seeds: int | None = None,
                               f"tables with runs: {', '.join(known) or 'none'}")
         specs = [s for s in specs if s.table in tables]
     return specs
-
-
-def import_object(path: str) -> Any:
-    """``"package.module:attribute"`` -> the object (probe functions, extra losses)."""
-    mod_name, sep, attr = str(path).partition(":")
-    if not sep or not mod_name or not attr:
-        raise ConfigError(f"{path!r}: name a function as 'package.module:function'")
-    try:
-        mod = importlib.import_module(mod_name)
-    except ImportError as e:
-        raise ConfigError(f"{path!r}: cannot import {mod_name} ({e})") from None
-    try:
-        return getattr(mod, attr)
-    except AttributeError:
-        raise ConfigError(f"{path!r}: {mod_name} has no attribute {attr!r}") from None
 
 
 def check_unique(specs: list[RunSpec]) -> None:

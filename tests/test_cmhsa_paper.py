@@ -16,7 +16,8 @@ from papers.cmhsa.timing import time_ratio
 from repro.cli import build_specs
 from repro.report.claims import judge
 from repro.report.compare import compare
-from repro.runs import import_object, paper_runs, source_spec
+from repro.functions import lookup
+from repro.runs import paper_runs, source_spec
 from repro.spec import load_paper
 
 from conftest import REPO
@@ -48,7 +49,7 @@ def test_experiments_fill_every_measured_cell_with_valid_specs(scale):
         if s.kind == "train":
             assert timm.is_model(s.config["model"]["name"]), s.config["model"]["name"]
         else:
-            import_object(s.config["probe"])
+            lookup(s.config["probe"])
     seeds = experiments.PROTOCOL[scale]["seeds"]
     for table in PAPER.tables:  # every measured cell has a run
         for row in table.rows:
@@ -62,7 +63,7 @@ def test_experiments_fill_every_measured_cell_with_valid_specs(scale):
         src = source_spec(s)
         assert src.run_id in ids and list(ids).index(src.run_id) < list(ids).index(s.run_id)
         assert src.config["model"]["name"].startswith("repro_cmhsa_") and "_conv" in src.config["model"]["name"]
-        assert s.config["init"]["fn"] == "repro.models.transfer:conv_to_mhsa"
+        assert s.config["init"]["fn"] == "models.conv_to_mhsa"
         exact = s.cell["row"] == "cmhsa3_exact"
         assert s.config["init"]["kwargs"]["keep_qk"] is not exact
         assert (s.config["init"]["kwargs"]["scale"] == experiments.EXACT_SCALE) is exact
@@ -136,7 +137,7 @@ def theorem_comparison():
     recs = []
     for s in paper_runs("cmhsa", "tiny"):
         if s.table in THEOREM_TABLES:
-            metrics = import_object(s.config["probe"])(s.config)
+            metrics = lookup(s.config["probe"])(s.config)
             recs.append({"run_id": s.run_id, "paper": "cmhsa", "table": s.table, "cell": s.cell, "scale": "tiny",
                          "seed": s.seed, "status": "finished", "metrics": metrics, "config": s.config,
                          "provenance": {}})
@@ -193,7 +194,7 @@ def test_cor4_heads_are_measured_on_the_layer_not_taken_from_heads_required(monk
 
     claim = next(c for c in PAPER.claims if c.id == "cor4_nine_heads")
     specs = {s.cell["row"]: s for s in experiments.theorems("tiny")
-             if s.table == "theorem1" and s.config["probe"].endswith(":fewest_heads_row")}
+             if s.table == "theorem1" and s.config["probe"] == "cmhsa.fewest_heads_row"}
     assert claim.pairs and {lhs.column for lhs, _ in claim.pairs} == {"exact_heads"}
     assert all(specs[lhs.row].cell["columns"]["exact_heads"] == "exact_heads" for lhs, _ in claim.pairs)
     # the claim covers every row for which the paper prints a head count, at that count

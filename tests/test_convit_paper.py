@@ -147,7 +147,7 @@ def test_pointer_copies_and_probes_the_source_run(tmp_path, monkeypatch):
                           "recipe": {"epochs": 1, "batch_size": 10, "mixup": 0, "cutmix": 0}})
     copy = resolve(reuse.pointer(src, "table3", {"row": "convit", "columns": {"top1_full": "top1"}}, "f100"), base)
     mask = resolve(reuse.pointer(src, "table6", {"row": "k3", "columns": {"mask_none": "top1_none"}}, "convit",
-                                 probe="papers.convit.probes:table6_run", args={"k": 1, "k_paper": 3}), base)
+                                 probe="convit.table6_run", args={"k": 1, "k_paper": 3}), base)
     src = resolve(src, base)
     assert reuse.source_spec(copy.config).run_id == src.run_id
     rt = Runtime(dist=ddp.setup("cpu"), progress=False)

@@ -5,7 +5,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from repro import runs
+from repro import functions, runs
 from repro.cli import build_specs
 from repro.runs import ConfigError, RunSpec
 
@@ -66,12 +66,12 @@ def test_unknown_paper_scale_table_and_seeds(dirs):
     assert len(runs.paper_runs(dirs["pid"], "tiny", seeds=3)) == 2 * 3 + 1
 
 
-def test_import_object_errors():
-    assert runs.import_object("repro.runs:deep_merge") is runs.deep_merge
-    for bad, msg in [("repro.runs.deep_merge", "package.module:function"), ("no_such_mod:f", "cannot import"),
-                     ("repro.runs:nothing", "no attribute")]:
+def test_lookup_errors():
+    assert functions.lookup("repro.runs:deep_merge") is runs.deep_merge  # code outside the registry
+    for bad, msg in [("repro.runs.deep_merge", "no function registered"), ("no_such_mod:f", "cannot import"),
+                     ("repro.runs:nothing", "no attribute"), ("convit.no_such_probe", "convit.locality")]:
         with pytest.raises(ConfigError, match=msg):
-            runs.import_object(bad)
+            functions.lookup(bad)
 
 
 def composed(scale: str) -> dict:

@@ -25,12 +25,13 @@ from dataclasses import dataclass
 import torch
 
 from repro import records
+from repro.functions import register
 from repro.runs import POINTER_KEYS, ConfigError, RunSpec, final_checkpoint, pointer_source, run_dir
 from repro.train import checkpoint, ddp
 from repro.train.engine import Runtime, evaluate, train
 from repro.train.execute import DONE, execute
 
-COPY = "papers.convit.reuse:copy_metrics"
+COPY = "convit.copy_metrics"
 
 
 def pointer(source: RunSpec, table: str, cell: dict, name: str, probe: str = COPY,
@@ -77,6 +78,7 @@ def source_record(config: dict) -> dict:
     return _finished_record(spec) or execute(spec, _runtime())
 
 
+@register("convit.copy_metrics")
 def copy_metrics(config: dict) -> dict:
     """Probe: the source run's metrics (per-epoch history left in the source's record)."""
     rec = source_record(config)

@@ -44,11 +44,11 @@ ROWS = ("baseline",) + IDEAS
 # Our claims (each idea vs the baseline at equal data, seeds and epochs) that a scale is designed to judge.
 RESOLVES = {"cpu": tuple(f"{idea}_beats_baseline" for idea in IDEAS),
             "small": tuple(f"{idea}_beats_baseline{sfx}" for idea in IDEAS for sfx in ("", "_f10"))}
-PROBES = [{"fn": "papers.crosspaper.probes:diagnostics"}]
+PROBES = [{"fn": "crosspaper.diagnostics"}]
 COLUMNS = ("top1", "top5", "params", "images_per_s", "nonlocality", "cossim_last", "diversity_ratio",
            "grad_norm_init")
 AUG = {"aug_paths": 2, "aug_mlp": True, "aug_scale": 0.75, "aug_fft": False}  # Aug-ViT's release, dense product
-TRANSFER = "repro.models.transfer:conv_to_mhsa"
+TRANSFER = "models.conv_to_mhsa"
 # what each row may change in the baseline's config (dotted paths; the config-diff test holds rows to it)
 CHANGES = {
     "baseline": (),

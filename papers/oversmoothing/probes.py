@@ -20,6 +20,7 @@ from torch import nn
 
 import repro.models  # noqa: F401  (registers the repro_* model names with timm)
 from repro.data import build_data
+from repro.functions import register
 from repro.probes.cost import count_params as _count
 from repro.probes.diversity import attention_std, layerwise, num_patches, patch_cosine_similarity
 from repro.train.ddp import Dist
@@ -45,11 +46,13 @@ def oversmoothing_metrics(model: nn.Module, images: torch.Tensor) -> dict:
             "cossim_norm": float(patch_cosine_similarity(tokens, tokens.shape[1] - n).mean())}
 
 
+@register("oversmoothing.oversmoothing")
 def oversmoothing(model: nn.Module, ctx) -> dict:
     """Training probe (config['probes']): Figure 2's metrics on the engine's fixed test batch."""
     return oversmoothing_metrics(model, ctx.images)
 
 
+@register("oversmoothing.random_init")
 def random_init(config: dict) -> dict:
     """Probe run (config['probe']): Figure 2's metrics of the run's model at initialisation.
 
@@ -66,6 +69,7 @@ def random_init(config: dict) -> dict:
             **evaluate(model, data.test, Dist(device=device), None), "params": _count(model)}
 
 
+@register("oversmoothing.count_params")
 def count_params(config: dict) -> dict:
     """Probe run: parameters of ``timm.create_model(model.name, **model.kwargs)`` (all of them, as papers count)."""
     with torch.device("meta"):

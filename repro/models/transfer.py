@@ -53,6 +53,7 @@ import math
 import torch
 from torch import nn
 
+from ..functions import register
 from .attention import Attention, TalkingHeadsAttention
 from .conv_phase import PatchConvolution
 from .vit import VisionTransformer
@@ -195,6 +196,7 @@ def _check_transfer(conv: nn.Conv2d, attn: Attention, patch_size: int) -> tuple[
     return radius, offsets
 
 
+@register("models.conv_to_mhsa")
 def conv_to_mhsa(conv_model: VisionTransformer, attn_model: VisionTransformer | None = None,
                  num_heads: int | None = None, scale: float = DEFAULT_SCALE, bias_form: str = "one_hot",
                  keep_qk: bool = False, **attn_kwargs) -> VisionTransformer:

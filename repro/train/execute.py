@@ -7,7 +7,8 @@ import traceback
 import yaml
 
 from .. import records
-from ..runs import RunSpec, import_object, run_dir
+from ..functions import lookup
+from ..runs import RunSpec, run_dir
 from .engine import Runtime, train
 
 # Statuses a rerun leaves alone: a diverged run is a result, not something to retry forever.
@@ -46,7 +47,7 @@ def execute(spec: RunSpec, rt: Runtime, write: bool = True) -> dict:
                                                          "seed": spec.seed, "config": spec.config},
                                                         sort_keys=False))
     if spec.kind == "probe":
-        metrics = import_object(spec.config["probe"])(spec.config)
+        metrics = lookup(spec.config["probe"])(spec.config)
         if not isinstance(metrics, dict):
             raise TypeError(f"probe {spec.config['probe']} returned {type(metrics).__name__}, not a dict")
         rec = make_record(spec, rt, "finished", metrics, {"wall_s": time.perf_counter() - start}, started)
