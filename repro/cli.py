@@ -30,9 +30,11 @@ from . import locks, multirun, records
 from .checks import (check_classes, check_command, check_data, check_keys, check_recipe, check_writable,
                      class_counts)
 from .data import DataError, FractionError, check_fraction, open_split
-from .runs import (RUN_KEYS, SCALES, ConfigError, RunSpec, check_unique, deep_merge,
-                   known_papers, paper_runs, resolve, run_dir, run_groups, shard, source_spec, with_sources)
 from .functions import lookup
+from .plan.build import plan, resolved_runs
+from .plan.experiments import known_papers
+from .plan.store import write_plan
+from .runs import RUN_KEYS, SCALES, ConfigError, RunSpec, run_dir, run_groups, shard, source_spec
 from .train import ddp, preempt
 from .train.checkpoint import CheckpointError
 from .train.engine import Runtime, train
@@ -71,22 +73,11 @@ def run_overrides(cfg: DictConfig) -> dict:
 
 
 def build_specs(c: dict, overrides: dict | None = None) -> list[RunSpec]:
-    """Resolved RunSpecs of ``c['paper']`` at ``c['scale']``: tables filter, mode, shard applied."""
-    if not c.get("paper"):
-        raise ConfigError(f"give paper=<id>; papers with experiments: {', '.join(known_papers()) or 'none'}")
+    """Resolved RunSpecs of ``c['paper']`` at ``c['scale']`` (repro.plan): tables filter and shard applied."""
     tables = c.get("tables")
     if isinstance(tables, str):
         tables = [t for t in tables.split(",") if t]
-    specs = paper_runs(c["paper"], c["scale"], c.get("seeds"), tables)
-    mode = None
-    if c.get("smoke") and c.get("dry_run"):
-        raise ConfigError("smoke=true and dry_run=true exclude each other; pick one")
-    for name in ("smoke", "dry_run"):
-        if c.get(name):
-            mode = deep_merge({"mode": name}, c["modes"][name])
-    specs = [resolve(s, c, overrides, mode) for s in specs]
-    check_unique(specs)
-    specs = with_sources(specs)  # a run that starts from another's model needs that run first
+    specs = resolved_runs(c, overrides, tables)
     shards, index = int(c.get("num_shards") or 1), int(c.get("shard") or 0)
     if not 0 <= index < shards:
         raise ConfigError(f"shard={index} with num_shards={shards}: need 0 <= shard < num_shards")
@@ -191,7 +182,8 @@ def reproduce(cfg: DictConfig) -> int:
     c = OmegaConf.to_container(cfg, resolve=True)
     check_command(c)
     register_models(c.get("paper"), c["runtime"].get("imports"))
-    specs = build_specs(c, run_overrides(cfg))
+    overrides = run_overrides(cfg)
+    specs = build_specs(c, overrides)
     if c.get("dry_run"):
         return dry_run(specs, c)
     check_writable(records.results_root() / c["paper"])
@@ -199,6 +191,7 @@ def reproduce(cfg: DictConfig) -> int:
     seen: set = set()
     counts = [validate(s, seen) for s in to_train(specs, status, bool(c.get("force")))]  # a rebuild needs no data
     if int(c["num_shards"]) == 1 and not ddp.in_torchrun():  # once, by the command typed (not its shards, ranks)
+        write_plan(plan(c, overrides))  # its input checked, before any run
         for line in dict.fromkeys(n for n in counts if n):
             print(line, flush=True)
     if int(c.get("jobs") or 1) > 1 and int(c.get("num_shards") or 1) == 1:

@@ -33,7 +33,6 @@ from .records import read_record, record_path
 
 KINDS = ("train", "probe")
 SCALES = ("tiny", "cpu", "small", "full")  # smoke, 2-core CPU, one GPU, the paper's protocol
-DEFAULT_SCALES = ("tiny", "small", "full")  # a paper's scales unless its experiments.py lists SCALES
 # Top-level config keys that describe what a run measures (hashed into its id); everything else
 # in the Hydra config (runtime, command, ...) changes how it runs, not what it measures.
 RUN_KEYS = ("model", "data", "recipe", "probes", "losses", "objective", "probe", "mode")
@@ -207,6 +206,22 @@ def with_sources(specs: list[RunSpec]) -> list[RunSpec]:
 POINTER_KEYS = ("probe", "source", "args")  # a pointer's own keys; the rest of its config is its source's
 
 
+COPY = "convit.copy_metrics"  # the probe that copies the source's metrics (papers/convit/reuse.py)
+
+
+def pointer(source: RunSpec, table: str, cell: dict, name: str, probe: str = COPY,
+            args: dict | None = None) -> RunSpec:
+    """A probe spec filling ``table``/``cell`` from ``source``'s result (same seed and scale)."""
+    own = {k: source.config[k] for k in POINTER_KEYS if k in source.config}
+    config = {k: v for k, v in source.config.items() if k not in POINTER_KEYS}
+    config.update(probe=probe, args=dict(args or {}),
+                  source={"paper": source.paper, "table": source.table, "cell": source.cell,
+                          "scale": source.scale, "seed": source.seed, "kind": source.kind,
+                          "name": source.name, "own": own})
+    return RunSpec(paper=source.paper, table=table, cell=cell, scale=source.scale, seed=source.seed,
+                   kind="probe", config=config, name=name)
+
+
 def pointer_source(config: dict) -> RunSpec | None:
     """The run a probe config reads (``config["source"]``, papers/convit/reuse.py's pointers), or None."""
     src = config.get("source")
@@ -236,64 +251,6 @@ def shard(specs: list[RunSpec], index: int, count: int) -> list[RunSpec]:
     """The ``index``-th of ``count`` shards: every ``count``-th group of runs (``run_groups``)."""
     group = run_groups(specs)
     return [s for s in specs if group[s.run_id] % count == index]
-
-
-# ---------------------------------------------------------------- papers and their experiments
-
-def known_papers() -> list[str]:
-    """Paper ids that have ``papers/<id>/experiments.py`` (on every path of the papers package)."""
-    try:
-        import papers
-    except ImportError:
-        return []
-    found = set()
-    for root in papers.__path__:
-        for p in Path(root).glob("*/experiments.py"):
-            found.add(p.parent.name)
-    return sorted(found)
-
-
-def load_experiments(paper: str) -> Callable[[str, int | None], list[RunSpec]]:
-    """The ``runs(scale, seeds)`` function of papers/<paper>/experiments.py."""
-    if paper not in known_papers():
-        raise ConfigError(f"unknown paper {paper!r}; papers with experiments: "
-                          f"{', '.join(known_papers()) or 'none'} (run from the repository root)")
-    mod = importlib.import_module(f"papers.{paper}.experiments")
-    fn = getattr(mod, "runs", None)
-    if not callable(fn):
-        raise ConfigError(f"papers/{paper}/experiments.py has no runs(scale, seeds) function")
-    return fn
-
-
-def paper_scales(paper: str) -> tuple[str, ...]:
-    """The scales papers/<paper>/experiments.py defines runs for (its ``SCALES``, else tiny/small/full)."""
-    load_experiments(paper)
-    return tuple(getattr(importlib.import_module(f"papers.{paper}.experiments"), "SCALES", DEFAULT_SCALES))
-
-
-def paper_runs(paper: str, scale: str, seeds: int | None = None,
-               tables: list[str] | None = None) -> list[RunSpec]:
-    """The paper's unresolved RunSpecs at a scale, optionally only some tables."""
-    if scale not in SCALES:
-        raise ConfigError(f"unknown scale {scale!r}; use one of {', '.join(SCALES)}")
-    if seeds is not None and (not isinstance(seeds, int) or seeds < 1):
-        raise ConfigError(f"seeds={seeds!r}: give a positive number of seeds")
-    if scale not in paper_scales(paper):
-        raise ConfigError(f"{paper} defines no runs at scale {scale!r} yet; its scales: "
-                          f"{', '.join(paper_scales(paper))}")
-    specs = load_experiments(paper)(scale, seeds)
-    for s in specs:
-        if not isinstance(s, RunSpec) or s.paper != paper or s.scale != scale:
-            raise ConfigError(f"papers/{paper}/experiments.py returned {s!r}; expected RunSpecs with "
-                              f"paper={paper!r} and scale={scale!r}")
-    if tables:
-        known = sorted({s.table for s in specs})
-        unknown = [t for t in tables if t not in known]
-        if unknown:
-            raise ConfigError(f"unknown table(s) {', '.join(unknown)} for {paper} at scale {scale}; "
-                              f"tables with runs: {', '.join(known) or 'none'}")
-        specs = [s for s in specs if s.table in tables]
-    return specs
 
 
 def check_unique(specs: list[RunSpec]) -> None:

@@ -10,8 +10,9 @@ from papers.augvit import experiments, probes
 from repro.functions import lookup
 from repro.runs import source_spec
 from papers.augvit.diversity import circulant_spectral_norm
-from repro.runs import DEFAULT_SCALES as SCALES, check_unique
-from repro.spec import load_paper
+from repro.plan.experiments import DEFAULT_SCALES as SCALES
+from repro.runs import check_unique
+from repro.paper import load_paper
 from repro.train.model import register_models
 
 PAPER = load_paper(Path(__file__).resolve().parents[1] / "papers" / "augvit" / "paper.yaml")
@@ -211,7 +212,7 @@ def _synthetic_records(level, blocks=6, seeds=3):
 
 def _judge(claim_id, level):
     from repro.report.claims import judge
-    from repro.report.compare import compare
+    from repro.report.cells import compare
     cmp = compare(PAPER, _synthetic_records(level))
     assert not cmp.problems
     return judge(cmp, _claim(claim_id), "full")

@@ -14,11 +14,13 @@ from papers.cmhsa import experiments
 from papers.cmhsa.summary import run_summary
 from papers.cmhsa.timing import time_ratio
 from repro.cli import build_specs
+from repro.models.transfer import bias_scale
 from repro.report.claims import judge
-from repro.report.compare import compare
+from repro.report.cells import compare
 from repro.functions import lookup
-from repro.runs import paper_runs, source_spec
-from repro.spec import load_paper
+from repro.plan.experiments import paper_runs
+from repro.runs import source_spec
+from repro.paper import load_paper
 
 from conftest import REPO
 
@@ -105,7 +107,7 @@ def test_cpu_scale_is_the_papers_depth_at_patch_4():
     train = [s for s in specs if s.kind == "train"]
     assert {s.config["model"]["kwargs"]["depth"] for s in train} == {6}
     assert {s.config["data"]["fraction"] for s in train} == {0.2}
-    c = experiments.bias_scale(32, 4)
+    c = bias_scale(32, 4)
     assert {s.config["init"]["kwargs"]["scale"] for s in train if s.config.get("init")} == {c, experiments.EXACT_SCALE}
     conv_spec = next(s for s in train if s.name == "phase1" and s.cell["row"] == "cmhsa5")
     attn_spec = next(s for s in train if s.name == "phase2" and s.cell["row"] == "cmhsa5")
@@ -125,7 +127,7 @@ def test_cpu_scale_is_the_papers_depth_at_patch_4():
 def test_training_bias_scale_puts_ninety_percent_on_the_target():
     for img, patch in ((32, 4), (32, 8), (224, 16)):
         n = (img // patch) ** 2
-        c = experiments.bias_scale(img, patch)
+        c = bias_scale(img, patch)
         assert math.exp(c) / (math.exp(c) + n - 1) == pytest.approx(0.9, abs=2e-3)
     assert experiments.transfer_kwargs("full")["scale"] > experiments.transfer_kwargs("tiny")["scale"]
 

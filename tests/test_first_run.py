@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 
 from repro import records
 from repro.cli import build_specs, main
-from repro.runs import known_papers, paper_scales
+from repro.plan.experiments import known_papers, paper_scales
 from repro.train.model import register_models
 
 from conftest import REPO, fast_args
@@ -69,7 +69,7 @@ def test_offline_download_is_one_line_naming_the_archive_and_where_it_goes(dirs,
     err = one_line_error(capsys, main(["reproduce", *args]))
     assert "cannot download cifar10" in err and "Temporary failure in name resolution" in err
     assert "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz" in err and str(dirs["data"]) in err
-    assert not list(dirs["results"].rglob("*.json"))
+    assert not list(dirs["results"].rglob("records/*.json"))
 
 
 @pytest.mark.parametrize("data,expected", [

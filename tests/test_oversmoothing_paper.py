@@ -12,11 +12,12 @@ from omegaconf import OmegaConf
 import repro.models  # noqa: F401
 from papers.oversmoothing import experiments as ex
 from papers.oversmoothing.losses import AntiOversmoothingLoss
-from papers.oversmoothing.probes import count_params, oversmoothing_metrics, random_init
+from papers.oversmoothing.probes import count_params, random_init
+from repro.probes.diversity import oversmoothing_metrics
 from repro.cli import build_specs
 from repro.functions import lookup
 from repro.runs import check_unique
-from repro.spec import load_paper
+from repro.paper import load_paper
 from repro.train.hooks import build_objective
 
 from conftest import REPO

@@ -125,7 +125,7 @@ from papers.respostln import experiments as ex  # noqa: E402
 from papers.respostln import probes  # noqa: E402
 from repro.functions import lookup  # noqa: E402
 from repro.runs import check_unique  # noqa: E402
-from repro.spec import load_paper  # noqa: E402
+from repro.paper import load_paper  # noqa: E402
 
 PAPER_YAML = Path(__file__).resolve().parents[1] / "papers" / "respostln" / "paper.yaml"
 

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import math
 
-from papers.convit.reuse import pointer  # a cell filled from another run's record
-from repro.runs import RunSpec
+from repro.models.transfer import bias_scale
+from repro.runs import RunSpec, pointer
 
 PAPER = "cmhsa"
 SCALES = ("tiny", "cpu", "small", "full")
@@ -83,13 +83,6 @@ TABLE1_COLUMNS = ("top1", "top5", "depth", "heads", "dim", "ffn", "params", "tra
 SWITCH_COLUMNS = {"switch_top1_conv": "switch_top1_source", "switch_top1_attn": "switch_top1_start",
                   "switch_logit_gap": "switch_logit_gap"}
 EXACT_SCALE = 30.0  # Theorem 1's construction: W_Q = W_K = 0 and a bias scale past float32 resolution
-
-
-def bias_scale(img_size: int, patch_size: int, mass: float = 0.9) -> float:
-    """Lemma 2 scale c for training: one-hot bias putting ``mass`` of each head's attention on its target
-    offset for an interior query of an N-patch grid, e^c / (e^c + N - 1) = mass."""
-    n = (img_size // patch_size) ** 2
-    return round(math.log(mass / (1 - mass) * (n - 1)), 2)
 
 
 def _grid(scale: str) -> tuple[int, int]:

@@ -44,9 +44,8 @@ Scales (protocol and every deviation from the paper: papers/convit/README.md):
 """
 from __future__ import annotations
 
-from repro.runs import RunSpec
+from repro.runs import RunSpec, pointer
 
-from .reuse import pointer
 
 SCALES = ("tiny", "cpu", "small", "full")
 # The training claims each reduced scale is designed to resolve (tiny resolves none; full all of them).

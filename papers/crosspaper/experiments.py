@@ -33,8 +33,7 @@ Scales (papers/crosspaper/README.md):
 """
 from __future__ import annotations
 
-from papers.cmhsa.experiments import bias_scale
-from papers.oversmoothing.experiments import objective as oversmoothing_objective
+from repro.models.transfer import bias_scale
 from repro.runs import RunSpec
 
 PAPER = "crosspaper"
@@ -49,6 +48,8 @@ COLUMNS = ("top1", "top5", "params", "images_per_s", "nonlocality", "cossim_last
            "grad_norm_init")
 AUG = {"aug_paths": 2, "aug_mlp": True, "aug_scale": 0.75, "aug_fft": False}  # Aug-ViT's release, dense product
 TRANSFER = "models.conv_to_mhsa"
+# patch diversification's best combination (its Table 1: contrastive + mixing), as papers/oversmoothing runs it
+OVERSMOOTHING = {"fn": "oversmoothing.anti_oversmoothing_loss", "cos": False, "contrastive": True, "mixing": True}
 # what each row may change in the baseline's config (dotted paths; the config-diff test holds rows to it)
 CHANGES = {
     "baseline": (),
@@ -96,7 +97,7 @@ def with_idea(config: dict, idea: str) -> dict:
         kwargs.update(gpsa_layers=kwargs.get("depth", 12) - 1, locality_strength=1.0, qkv_bias=False)
         return {**config, "model": {"name": name, "kwargs": kwargs}}
     if idea == "oversmoothing":
-        return {**config, "objective": oversmoothing_objective("contrastive_mixing")}
+        return {**config, "objective": OVERSMOOTHING}
     if idea == "augvit":
         return {**config, "model": {"name": model["name"], "kwargs": {**kwargs, **AUG}}}
     if idea == "respostln":

@@ -16,10 +16,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from papers.augvit.diversity import diversity_curve
-from papers.oversmoothing.probes import oversmoothing_metrics
 from repro import records
 from repro.functions import register
+from repro.probes.diversity import diversity_curve, oversmoothing_metrics
 from repro.probes.locality import layer_nonlocality
 from repro.runs import RunSpec, source_spec
 from repro.train.model import create_model

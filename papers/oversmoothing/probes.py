@@ -22,28 +22,12 @@ import repro.models  # noqa: F401  (registers the repro_* model names with timm)
 from repro.data import build_data
 from repro.functions import register
 from repro.probes.cost import count_params as _count
-from repro.probes.diversity import attention_std, layerwise, num_patches, patch_cosine_similarity
+from repro.probes.diversity import oversmoothing_metrics
 from repro.train.ddp import Dist
 from repro.train.engine import evaluate
 from repro.train.model import create_model
 
 PROBE_BATCH = 64
-
-
-def oversmoothing_metrics(model: nn.Module, images: torch.Tensor) -> dict:
-    """Figure 2's two curves and their final-layer values for ``model`` on ``images``."""
-    cos = layerwise(model, images, patch_cosine_similarity)
-    std = layerwise(model, images, attention_std, on="attention")
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            tokens = model.forward_features(images)
-    finally:
-        model.train(was_training)
-    n = num_patches(model)
-    return {"cossim_layers": cos, "attn_std_layers": std, "cossim_last": cos[-1], "attn_std_last": std[-1],
-            "cossim_norm": float(patch_cosine_similarity(tokens, tokens.shape[1] - n).mean())}
 
 
 @register("oversmoothing.oversmoothing")

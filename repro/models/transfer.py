@@ -62,6 +62,13 @@ BIAS_FORMS = ("one_hot", "quadratic")
 DEFAULT_SCALE = 30.0
 
 
+def bias_scale(img_size: int, patch_size: int, mass: float = 0.9) -> float:
+    """Lemma 2 scale c for training: one-hot bias putting ``mass`` of each head's attention on its target
+    offset for an interior query of an N-patch grid, e^c / (e^c + N - 1) = mass."""
+    n = (img_size // patch_size) ** 2
+    return round(math.log(mass / (1 - mass) * (n - 1)), 2)
+
+
 def neighbourhood_radius(kernel_size: int, patch_size: int) -> int:
     """m = ceil((K-1) / (2P)): the receptive field of a patch spans patch offsets {-m..m}^2 (Theorem 1)."""
     return math.ceil((kernel_size - 1) / (2 * patch_size))

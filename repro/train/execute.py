@@ -9,6 +9,7 @@ import yaml
 from .. import records
 from ..functions import lookup
 from ..runs import RunSpec, run_dir
+from . import machine
 from .engine import Runtime, train
 
 # Statuses a rerun leaves alone: a diverged run is a result, not something to retry forever.
@@ -34,12 +35,12 @@ def make_record(spec: RunSpec, rt: Runtime, status: str, metrics: dict, provenan
     return {"run_id": spec.run_id, "paper": spec.paper, "table": spec.table, "cell": spec.cell,
             "scale": spec.scale, "seed": spec.seed, "kind": spec.kind, "status": status,
             "metrics": metrics, "config": {**spec.config, "runtime": runtime},
-            "provenance": {**(started or records.provenance(rt.dist.world_size)), **provenance}}
+            "provenance": {**(started or machine.provenance(rt.dist.world_size)), **provenance}}
 
 
 def execute(spec: RunSpec, rt: Runtime, write: bool = True) -> dict:
     """Run one spec and (rank 0, unless write=False) write its record; returns the record."""
-    start, started = time.perf_counter(), records.provenance(rt.dist.world_size)
+    start, started = time.perf_counter(), machine.provenance(rt.dist.world_size)
     if write and rt.dist.is_main:
         out = run_dir(spec)
         out.mkdir(parents=True, exist_ok=True)
