@@ -104,8 +104,9 @@ def test_a_fresh_clone_with_no_data_rebuilds_the_committed_report(tmp_path, monk
     tables are respostln's probe tables, whose records are always complete; training campaigns are rebuilt
     across sessions, and a table still missing records rightly asks for the data.)"""
     paper, results = "respostln", tmp_path / "results"
-    for scale_dir in (REPO / "results" / paper).glob("*/records"):
+    for scale_dir in (REPO / "results" / paper).glob("*/records"):  # a clone's records and plans
         shutil.copytree(scale_dir, results / paper / scale_dir.parent.name / "records")
+        shutil.copy(scale_dir.parent / "plan.json", results / paper / scale_dir.parent.name / "plan.json")
     for key, value in (("RESULTS", results), ("CACHE", tmp_path / "cache"), ("DATA", tmp_path / "nonexistent")):
         monkeypatch.setenv(f"REPRO_{key}_DIR", str(value))
     assert main(["reproduce", f"paper={paper}", "scale=cpu", "tables=[table1,lemma1,theorem4]"]) == 0
