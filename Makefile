@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PAPER  ?=
 SCALE  ?=
 
-.PHONY: install test test-fast reproduce reproduce-all report bench gpu-check zoo clean
+.PHONY: install test test-fast reproduce reproduce-all plan report bench gpu-check zoo clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -35,7 +35,12 @@ reproduce-all: $(addprefix reproduce-,$(PAPERS))
 reproduce-%: $(PY)
 	$(PY) -m repro reproduce paper=$* runtime.progress=false $(if $(SCALE),scale=$(SCALE)) $(if $(SEEDS),seeds=$(SEEDS))
 
-# `make report [PAPER=convit]`: rebuild reports from committed records only (no training).
+# `make plan [PAPER=convit] [SCALE=cpu]`: write results/<id>/<scale>/plan.json (runs, ids, cells, claims, dependencies);
+# `make reproduce` writes it too, before its runs. Without SCALE: every scale that has records.
+plan: $(PY)
+	$(PY) -m repro.plan $(if $(PAPER),--paper $(PAPER)) $(if $(SCALE),--scale $(SCALE))
+
+# `make report [PAPER=convit]`: rebuild reports from committed records and plans only (no training).
 report: $(PY)
 	$(PY) -m repro.report $(if $(PAPER),--paper $(PAPER))
 

@@ -31,7 +31,8 @@ from omegaconf import OmegaConf
 
 from repro.cli import build_specs
 from repro.data import DataError, open_split
-from repro.runs import RunSpec, known_papers, paper_scales, source_spec
+from repro.plan.experiments import known_papers, paper_scales
+from repro.runs import RunSpec, source_spec
 from repro.train import ddp, preempt
 from repro.train.engine import Runtime, train
 from repro.train.model import register_models

@@ -30,8 +30,11 @@ from . import locks, multirun, records
 from .checks import (check_booleans, check_command, check_data, check_paths, check_recipe, check_writable,
                      class_counts)
 from .data import DataError, FractionError, check_fraction, check_train_data
-from .runs import (RUN_KEYS, SCALES, ConfigError, RunSpec, cache_root, check_unique, deep_merge, import_object,
-                   known_papers, lock_dir, paper_runs, resolve, run_dir, run_groups, shard, source_spec, with_sources)
+from .functions import lookup
+from .plan.build import plan, resolved_runs
+from .plan.experiments import known_papers
+from .plan.store import write_plan
+from .runs import RUN_KEYS, SCALES, ConfigError, RunSpec, cache_root, lock_dir, run_dir, run_groups, shard, source_spec
 from .train import ddp, preempt
 from .train.checkpoint import CheckpointError
 from .train.engine import Runtime, train
@@ -70,22 +73,11 @@ def run_overrides(cfg: DictConfig) -> dict:
 
 
 def build_specs(c: dict, overrides: dict | None = None) -> list[RunSpec]:
-    """Resolved RunSpecs of ``c['paper']`` at ``c['scale']``: tables filter, mode, shard applied."""
-    if not c.get("paper"):
-        raise ConfigError(f"give paper=<id>; papers with experiments: {', '.join(known_papers()) or 'none'}")
+    """Resolved RunSpecs of ``c['paper']`` at ``c['scale']`` (repro.plan): tables filter and shard applied."""
     tables = c.get("tables")
     if isinstance(tables, str):
         tables = [t for t in tables.split(",") if t]
-    specs = paper_runs(c["paper"], c["scale"], c.get("seeds"), tables)
-    mode = None
-    if c.get("smoke") and c.get("dry_run"):
-        raise ConfigError("smoke=true and dry_run=true exclude each other; pick one")
-    for name in ("smoke", "dry_run"):
-        if c.get(name):
-            mode = deep_merge({"mode": name}, c["modes"][name])
-    specs = [resolve(s, c, overrides, mode) for s in specs]
-    check_unique(specs)
-    specs = with_sources(specs)  # a run that starts from another's model needs that run first
+    specs = resolved_runs(c, overrides, tables)
     shards, index = int(c.get("num_shards") or 1), int(c.get("shard") or 0)
     if not 0 <= index < shards:
         raise ConfigError(f"shard={index} with num_shards={shards}: need 0 <= shard < num_shards")
@@ -100,21 +92,21 @@ def validate(spec: RunSpec, seen_data: dict | None = None) -> str | None:
     """
     if spec.kind == "probe":
         if not spec.config.get("probe"):
-            raise ConfigError(f"probe run {spec.run_id} has no config['probe'] ('package.module:function')")
-        import_object(spec.config["probe"])
+            raise ConfigError(f"probe run {spec.run_id} has no config['probe'] (a registered function name)")
+        lookup(spec.config["probe"])
         check_paths(spec.config.get("data") or {})
         return
     check_model(spec.config)
     source = source_spec(spec)
     if source is not None:
-        import_object(spec.config["init"]["fn"])
+        lookup(spec.config["init"]["fn"])
         check_model(source.config)
     check_fraction(spec.config["data"].get("fraction", 1.0))
     check_data(spec.config["data"])
     check_recipe(spec.config.get("recipe") or {})
     probe_list(spec.config.get("probes"))
     for entry in spec.config.get("losses") or []:
-        import_object(entry if isinstance(entry, str) else entry.get("fn", ""))
+        lookup(entry if isinstance(entry, str) else entry.get("fn", ""))
     train, test, fresh = check_train_data(spec.config["data"], spec.config["recipe"], seen_data)
     return f"data: {class_counts(train)}; {class_counts(test)}" if fresh else None
 
@@ -196,7 +188,8 @@ def reproduce(cfg: DictConfig) -> int:
     c = OmegaConf.to_container(cfg, resolve=True)
     check_command(c)
     register_models(c.get("paper"), c["runtime"].get("imports"))
-    specs = build_specs(c, run_overrides(cfg))
+    overrides = run_overrides(cfg)
+    specs = build_specs(c, overrides)
     if c.get("dry_run"):
         return dry_run(specs, c)
     check_writable(records.results_root() / c["paper"])
@@ -205,6 +198,7 @@ def reproduce(cfg: DictConfig) -> int:
     seen: dict = {}
     counts = [validate(s, seen) for s in to_train(specs, status, bool(c.get("force")))]  # a rebuild needs no data
     if int(c["num_shards"]) == 1 and not ddp.in_torchrun():  # once, by the command typed (not its shards, ranks)
+        write_plan(plan(c, overrides))  # its input checked, before any run
         for line in dict.fromkeys(n for n in counts if n):
             print(line, flush=True)
     if int(c.get("jobs") or 1) > 1 and int(c.get("num_shards") or 1) == 1:

@@ -5,12 +5,10 @@ run (train, eval or probe); the report reads records and never trains.
 """
 from __future__ import annotations
 
-import datetime as _dt
 import errno
 import json
 import math
 import os
-import platform
 import re
 import subprocess
 import tempfile
@@ -170,35 +168,3 @@ def git_state(cwd: Path | None = None) -> dict:
     except (OSError, subprocess.SubprocessError):
         sha, dirty = "unknown", False
     return {"git_sha": sha, "git_dirty": dirty}
-
-
-def device_name(device=None) -> str:
-    """The name a record gives a device: the GPU's model name, or 'cpu'; with no device, the GPU this
-    process would use, if any."""
-    import torch
-
-    if device is None:
-        device = "cuda:0" if torch.cuda.is_available() else "cpu"
-    device = torch.device(device)
-    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-
-
-def provenance(world_size: int = 1) -> dict:
-    """Who/what/where of a run: versions, device, git state, start time."""
-    import timm
-    import torch
-
-    dev = device_name()
-    return {
-        **git_state(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "timm": timm.__version__,
-        "cuda": torch.version.cuda if torch.cuda.is_available() else None,
-        "device": dev,
-        "cpu": platform.processor() or platform.machine(),
-        "cpu_threads": torch.get_num_threads(),
-        "hostname": platform.node(),
-        "world_size": world_size,
-        "start_time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-    }

@@ -6,7 +6,7 @@ scale's Hydra base config and the command-line overrides, and the resolved confi
 fix the run's id. Same inputs, same id: a rerun finds its record and checkpoint again.
 
 A train run may start from another run's final model (two-phase training):
-``config["init"] = {"from": source.as_source(), "fn": "pkg.mod:fn", "kwargs": {...}}``. ``resolve``
+``config["init"] = {"from": source.as_source(), "fn": "<registered name>", "kwargs": {...}}``. ``resolve``
 resolves the source's config like any other (so the source, and with it the dependent's id, follow
 the same scale, overrides and mode), and ``with_sources`` puts every source run before its first
 dependent. The engine loads the source's final weights and calls ``fn(source_model, model, **kwargs)``
@@ -17,21 +17,20 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
-import importlib
 import json
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
 
 from omegaconf import OmegaConf
 
+from .errors import ConfigError
+from .functions import hashed, short_name
 from .records import read_record, record_path
 
 KINDS = ("train", "probe")
 SCALES = ("tiny", "cpu", "small", "full")  # smoke, 2-core CPU, one GPU, the paper's protocol
-DEFAULT_SCALES = ("tiny", "small", "full")  # a paper's scales unless its experiments.py lists SCALES
 # Top-level config keys that describe what a run measures (hashed into its id); everything else
 # in the Hydra config (runtime, command, ...) changes how it runs, not what it measures.
 RUN_KEYS = ("model", "data", "recipe", "probes", "losses", "objective", "probe", "mode")
@@ -63,10 +62,6 @@ def final_checkpoint(spec: "RunSpec") -> Path:
     return run_dir(spec) / "last.pt"
 
 
-class ConfigError(ValueError):
-    """Bad input from the user (paper, scale, table, model, config value): one line, exit code 2."""
-
-
 def _measured(config):
     """``config`` as hashed into run ids: ``data.download`` (anywhere, a source's config included) counts
     as false, since how the files arrive is not what a run measures; fetching never changes an id."""
@@ -86,7 +81,7 @@ class RunSpec:
 
     cell = {"row": <row key>, "columns": {<table column key>: <metric key in the record>}}.
     kind "train" trains config["model"] under config["recipe"] on config["data"];
-    kind "probe" calls the function named by config["probe"] ("pkg.module:function") with the
+    kind "probe" calls the function named by config["probe"] (a registered name, repro/functions.py) with the
     resolved config and records the metrics dict it returns.
     """
     paper: str
@@ -109,7 +104,7 @@ class RunSpec:
     @property
     def fingerprint(self) -> str:
         """Short hash of what the run measures: kind, resolved config, seed and scale."""
-        blob = json.dumps({"kind": self.kind, "config": _measured(self.config), "seed": self.seed,
+        blob = json.dumps({"kind": self.kind, "config": hashed(_measured(self.config)), "seed": self.seed,
                            "scale": self.scale}, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:10]
 
@@ -118,7 +113,7 @@ class RunSpec:
         if self.name:
             return self.name
         if self.kind == "probe":
-            return str(self.config.get("probe", "probe")).rpartition(":")[2]
+            return short_name(self.config.get("probe", "probe"))
         return str((self.config.get("model") or {}).get("name") or "model").removeprefix("repro_")
 
     def as_source(self) -> dict:
@@ -188,7 +183,7 @@ def _init_source(spec: RunSpec, train_only: bool = False) -> RunSpec | None:
         or not isinstance(init.get("fn"), str)
     if malformed or (train_only and spec.kind != "train"):
         raise ConfigError(f"config['init'] of {spec.paper}/{spec.table}/{spec.cell.get('row')} must be "
-                          f"{{'from': <source RunSpec>.as_source(), 'fn': 'package.module:function'}} on a "
+                          f"{{'from': <source RunSpec>.as_source(), 'fn': <registered function name>}} on a "
                           f"train run, got {init!r:.200}")
     return RunSpec(paper=spec.paper, table=src["table"], cell=src["cell"], scale=spec.scale,
                    seed=int(src.get("seed", spec.seed)), kind="train", config=src["config"],
@@ -213,6 +208,22 @@ def with_sources(specs: list[RunSpec]) -> list[RunSpec]:
 
 
 POINTER_KEYS = ("probe", "source", "args")  # a pointer's own keys; the rest of its config is its source's
+
+
+COPY = "convit.copy_metrics"  # the probe that copies the source's metrics (papers/convit/reuse.py)
+
+
+def pointer(source: RunSpec, table: str, cell: dict, name: str, probe: str = COPY,
+            args: dict | None = None) -> RunSpec:
+    """A probe spec filling ``table``/``cell`` from ``source``'s result (same seed and scale)."""
+    own = {k: source.config[k] for k in POINTER_KEYS if k in source.config}
+    config = {k: v for k, v in source.config.items() if k not in POINTER_KEYS}
+    config.update(probe=probe, args=dict(args or {}),
+                  source={"paper": source.paper, "table": source.table, "cell": source.cell,
+                          "scale": source.scale, "seed": source.seed, "kind": source.kind,
+                          "name": source.name, "own": own})
+    return RunSpec(paper=source.paper, table=table, cell=cell, scale=source.scale, seed=source.seed,
+                   kind="probe", config=config, name=name)
 
 
 def pointer_source(config: dict) -> RunSpec | None:
@@ -244,79 +255,6 @@ def shard(specs: list[RunSpec], index: int, count: int) -> list[RunSpec]:
     """The ``index``-th of ``count`` shards: every ``count``-th group of runs (``run_groups``)."""
     group = run_groups(specs)
     return [s for s in specs if group[s.run_id] % count == index]
-
-
-# ---------------------------------------------------------------- papers and their experiments
-
-def known_papers() -> list[str]:
-    """Paper ids that have ``papers/<id>/experiments.py`` (on every path of the papers package)."""
-    try:
-        import papers
-    except ImportError:
-        return []
-    found = set()
-    for root in papers.__path__:
-        for p in Path(root).glob("*/experiments.py"):
-            found.add(p.parent.name)
-    return sorted(found)
-
-
-def load_experiments(paper: str) -> Callable[[str, int | None], list[RunSpec]]:
-    """The ``runs(scale, seeds)`` function of papers/<paper>/experiments.py."""
-    if paper not in known_papers():
-        raise ConfigError(f"unknown paper {paper!r}; papers with experiments: "
-                          f"{', '.join(known_papers()) or 'none'} (run from the repository root)")
-    mod = importlib.import_module(f"papers.{paper}.experiments")
-    fn = getattr(mod, "runs", None)
-    if not callable(fn):
-        raise ConfigError(f"papers/{paper}/experiments.py has no runs(scale, seeds) function")
-    return fn
-
-
-def paper_scales(paper: str) -> tuple[str, ...]:
-    """The scales papers/<paper>/experiments.py defines runs for (its ``SCALES``, else tiny/small/full)."""
-    load_experiments(paper)
-    return tuple(getattr(importlib.import_module(f"papers.{paper}.experiments"), "SCALES", DEFAULT_SCALES))
-
-
-def paper_runs(paper: str, scale: str, seeds: int | None = None,
-               tables: list[str] | None = None) -> list[RunSpec]:
-    """The paper's unresolved RunSpecs at a scale, optionally only some tables."""
-    if scale not in SCALES:
-        raise ConfigError(f"unknown scale {scale!r}; use one of {', '.join(SCALES)}")
-    if seeds is not None and (not isinstance(seeds, int) or seeds < 1):
-        raise ConfigError(f"seeds={seeds!r}: give a positive number of seeds")
-    if scale not in paper_scales(paper):
-        raise ConfigError(f"{paper} defines no runs at scale {scale!r} yet; its scales: "
-                          f"{', '.join(paper_scales(paper))}")
-    specs = load_experiments(paper)(scale, seeds)
-    for s in specs:
-        if not isinstance(s, RunSpec) or s.paper != paper or s.scale != scale:
-            raise ConfigError(f"papers/{paper}/experiments.py returned {s!r}; expected RunSpecs with "
-                              f"paper={paper!r} and scale={scale!r}")
-    if tables:
-        known = sorted({s.table for s in specs})
-        unknown = [t for t in tables if t not in known]
-        if unknown:
-            raise ConfigError(f"unknown table(s) {', '.join(unknown)} for {paper} at scale {scale}; "
-                              f"tables with runs: {', '.join(known) or 'none'}")
-        specs = [s for s in specs if s.table in tables]
-    return specs
-
-
-def import_object(path: str) -> Any:
-    """``"package.module:attribute"`` -> the object (probe functions, extra losses)."""
-    mod_name, sep, attr = str(path).partition(":")
-    if not sep or not mod_name or not attr:
-        raise ConfigError(f"{path!r}: name a function as 'package.module:function'")
-    try:
-        mod = importlib.import_module(mod_name)
-    except ImportError as e:
-        raise ConfigError(f"{path!r}: cannot import {mod_name} ({e})") from None
-    try:
-        return getattr(mod, attr)
-    except AttributeError:
-        raise ConfigError(f"{path!r}: {mod_name} has no attribute {attr!r}") from None
 
 
 def check_unique(specs: list[RunSpec]) -> None:

@@ -7,10 +7,12 @@ import timm
 import torch
 
 from papers.augvit import experiments, probes
+from repro.functions import lookup
 from repro.runs import source_spec
 from papers.augvit.diversity import circulant_spectral_norm
-from repro.runs import DEFAULT_SCALES as SCALES, check_unique, import_object
-from repro.spec import load_paper
+from repro.plan.experiments import DEFAULT_SCALES as SCALES
+from repro.runs import check_unique
+from repro.paper import load_paper
 from repro.train.model import register_models
 
 PAPER = load_paper(Path(__file__).resolve().parents[1] / "papers" / "augvit" / "paper.yaml")
@@ -41,11 +43,11 @@ def test_every_run_fills_existing_measured_cells(scale):
         for col in s.cell["columns"]:
             assert table.column(col) is not None and not table.column(col).derived, (s.run_id, col)
         if s.kind == "probe":
-            assert callable(import_object(s.config["probe"]))
+            assert callable(lookup(s.config["probe"]))
         else:
             assert timm.is_model(s.config["model"]["name"]), s.config["model"]["name"]
             for p in s.config["probes"]:
-                assert callable(import_object(p["fn"]))
+                assert callable(lookup(p["fn"]))
 
 
 @pytest.mark.parametrize("scale", SCALES)
@@ -79,7 +81,7 @@ def test_seeds_and_recipes_per_scale():
         assert src.cell["row"] == row[:-3] and src.config["model"]["name"] == s.config["model"]["name"]
         assert s.config["model"]["kwargs"]["img_size"] == s.config["data"]["img_size"] == 384
         assert s.config["recipe"] == experiments.FINETUNE_RECIPE
-        assert s.config["init"]["fn"] == "repro.models.resample:at_new_resolution"
+        assert s.config["init"]["fn"] == "models.at_new_resolution"
     assert experiments.RELEASE_RECIPE == {"epochs": 300, "batch_size": 1024, "lr": 1e-3, "weight_decay": 0.05,
                                           "ema": True, "ema_decay": 0.99996}
     # the ablations differ from the Aug-ViT row in exactly the knob they ablate
@@ -210,7 +212,7 @@ def _synthetic_records(level, blocks=6, seeds=3):
 
 def _judge(claim_id, level):
     from repro.report.claims import judge
-    from repro.report.compare import compare
+    from repro.report.cells import compare
     cmp = compare(PAPER, _synthetic_records(level))
     assert not cmp.problems
     return judge(cmp, _claim(claim_id), "full")

@@ -50,7 +50,7 @@ def test_throughput_benchmark_compares_with_timm(tmp_path):
 def test_make_gpu_check_prints_one_ok_line_per_paper(tmp_path):
     """`make gpu-check` on the CPU of CI: no dataset (synthetic pixels), every paper's small run trains a
     few steps, is stopped and resumed to the same loss, and says so in one line."""
-    from repro.runs import known_papers, paper_scales
+    from repro.plan.experiments import known_papers, paper_scales
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
     env = dict(os.environ, REPRO_DATA_DIR=str(tmp_path / "no-data"), REPRO_CACHE_DIR=str(tmp_path / "cache"),

@@ -19,7 +19,8 @@ from repro.cli import main
 from repro.models import zoo
 from repro.report.__main__ import main as report_main
 from repro.report.build import invalid_records
-from repro.runs import ConfigError, known_papers, paper_runs, paper_scales, resolve
+from repro.plan.experiments import known_papers, paper_runs, paper_scales
+from repro.runs import ConfigError, resolve
 from repro.train import preempt
 from repro.train.model import register_models
 
@@ -92,7 +93,7 @@ def test_partial_run_resumes_from_checkpoint(dirs, capsys):
     pid = dirs["pid"]
     args = fast_args(pid, "tables=[table2]", "num_shards=2", "shard=1")
     assert main(["reproduce", *args]) == 0
-    (rec_path,) = list(dirs["results"].rglob("*.json"))
+    (rec_path,) = list(dirs["results"].rglob("records/*.json"))
     first = json.loads(rec_path.read_text())
     rec_path.unlink()  # as if killed after the last checkpoint, before the record
     assert main(["list", *args]) == 0 and "partial" in capsys.readouterr().out
@@ -273,7 +274,7 @@ def test_progress_bars_only_on_a_terminal(dirs, capsys, monkeypatch):
 def test_corrupt_record_stops_before_training(dirs, capsys):
     pid = dirs["pid"]
     assert main(["reproduce", *fast_args(pid, "tables=[table1]")]) == 0
-    (path,) = list(dirs["results"].rglob("*.json"))
+    (path,) = list(dirs["results"].rglob("records/*.json"))
     path.write_text('{"run_id": "half-writ')
     before = snapshot(dirs["results"], dirs["cache"] / "runs")
     capsys.readouterr()
@@ -289,7 +290,7 @@ def test_checkpoint_from_a_different_config_is_refused(dirs, capsys):
     assert main(["reproduce", *args]) == 0
     run_dirs = sorted((dirs["cache"] / "runs" / pid / "tiny").iterdir())
     assert len(run_dirs) == 2
-    for rec in dirs["results"].rglob("*.json"):
+    for rec in dirs["results"].rglob("records/*.json"):
         rec.unlink()
     # put run A's checkpoint where run B looks for its own
     shutil.copy(run_dirs[0] / "last.pt", run_dirs[1] / "last.pt")
@@ -382,7 +383,7 @@ def test_every_paper_full_dry_run(paper, dirs, capsys):
     assert main(["reproduce", f"paper={paper}", "scale=full", "dry_run=true"]) == 0
     out = capsys.readouterr().out
     assert "dry run:" in out and "steps" in out
-    assert not list(dirs["results"].rglob("*.json")) and not (dirs["cache"] / "runs").exists()
+    assert not list(dirs["results"].rglob("records/*.json")) and not (dirs["cache"] / "runs").exists()
 
 
 def test_dry_run_of_the_fake_paper_at_full_scale(dirs, capsys):
@@ -390,7 +391,7 @@ def test_dry_run_of_the_fake_paper_at_full_scale(dirs, capsys):
                  "data.img_size=64"]) == 0
     out = capsys.readouterr().out
     assert "2 distinct run config(s) of 3" in out and "at 64 px" in out and "2 steps" in out
-    assert not list(dirs["results"].rglob("*.json"))
+    assert not list(dirs["results"].rglob("records/*.json"))
 
 
 def _papers_at(scale):
@@ -403,7 +404,7 @@ def test_every_cpu_run_dry_runs(paper, dirs, capsys):
     """Every distinct model of the paper's cpu scale, two optimizer steps on synthetic data, no record."""
     assert main(["reproduce", f"paper={paper}", "scale=cpu", "dry_run=true"]) == 0
     assert "dry run:" in capsys.readouterr().out
-    assert not list(dirs["results"].rglob("*.json"))
+    assert not list(dirs["results"].rglob("records/*.json"))
 
 
 @pytest.mark.slow

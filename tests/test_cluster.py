@@ -96,7 +96,7 @@ def test_sigterm_checkpoints_releases_the_lock_and_a_rerun_resumes_exactly(dirs,
     assert err.startswith("stopped: SIGTERM: ") and "\n" not in err and "checkpointed at step 5 (epoch 1" in err
     run = tmp_path / "again-cache" / "runs" / pid / "tiny" / ref["run_id"]
     assert (run / "last.pt").exists() and not (run / locks.LOCK_NAME).exists()
-    assert not list((tmp_path / "again-results").rglob("*.json"))  # no record: the run is not over
+    assert not list((tmp_path / "again-results").rglob("records/*.json"))  # no record: the run is not over
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler goes with the command
     flag.unlink()
     assert main(["reproduce", *args]) == 0

@@ -14,10 +14,13 @@ from papers.cmhsa import experiments
 from papers.cmhsa.summary import run_summary
 from papers.cmhsa.timing import time_ratio
 from repro.cli import build_specs
+from repro.models.transfer import bias_scale
 from repro.report.claims import judge
-from repro.report.compare import compare
-from repro.runs import import_object, paper_runs, source_spec
-from repro.spec import load_paper
+from repro.report.cells import compare
+from repro.functions import lookup
+from repro.plan.experiments import paper_runs
+from repro.runs import source_spec
+from repro.paper import load_paper
 
 from conftest import REPO
 
@@ -48,7 +51,7 @@ def test_experiments_fill_every_measured_cell_with_valid_specs(scale):
         if s.kind == "train":
             assert timm.is_model(s.config["model"]["name"]), s.config["model"]["name"]
         else:
-            import_object(s.config["probe"])
+            lookup(s.config["probe"])
     seeds = experiments.PROTOCOL[scale]["seeds"]
     for table in PAPER.tables:  # every measured cell has a run
         for row in table.rows:
@@ -62,7 +65,7 @@ def test_experiments_fill_every_measured_cell_with_valid_specs(scale):
         src = source_spec(s)
         assert src.run_id in ids and list(ids).index(src.run_id) < list(ids).index(s.run_id)
         assert src.config["model"]["name"].startswith("repro_cmhsa_") and "_conv" in src.config["model"]["name"]
-        assert s.config["init"]["fn"] == "repro.models.transfer:conv_to_mhsa"
+        assert s.config["init"]["fn"] == "models.conv_to_mhsa"
         exact = s.cell["row"] == "cmhsa3_exact"
         assert s.config["init"]["kwargs"]["keep_qk"] is not exact
         assert (s.config["init"]["kwargs"]["scale"] == experiments.EXACT_SCALE) is exact
@@ -104,7 +107,7 @@ def test_cpu_scale_is_the_papers_depth_at_patch_4():
     train = [s for s in specs if s.kind == "train"]
     assert {s.config["model"]["kwargs"]["depth"] for s in train} == {6}
     assert {s.config["data"]["fraction"] for s in train} == {0.2}
-    c = experiments.bias_scale(32, 4)
+    c = bias_scale(32, 4)
     assert {s.config["init"]["kwargs"]["scale"] for s in train if s.config.get("init")} == {c, experiments.EXACT_SCALE}
     conv_spec = next(s for s in train if s.name == "phase1" and s.cell["row"] == "cmhsa5")
     attn_spec = next(s for s in train if s.name == "phase2" and s.cell["row"] == "cmhsa5")
@@ -124,7 +127,7 @@ def test_cpu_scale_is_the_papers_depth_at_patch_4():
 def test_training_bias_scale_puts_ninety_percent_on_the_target():
     for img, patch in ((32, 4), (32, 8), (224, 16)):
         n = (img // patch) ** 2
-        c = experiments.bias_scale(img, patch)
+        c = bias_scale(img, patch)
         assert math.exp(c) / (math.exp(c) + n - 1) == pytest.approx(0.9, abs=2e-3)
     assert experiments.transfer_kwargs("full")["scale"] > experiments.transfer_kwargs("tiny")["scale"]
 
@@ -136,7 +139,7 @@ def theorem_comparison():
     recs = []
     for s in paper_runs("cmhsa", "tiny"):
         if s.table in THEOREM_TABLES:
-            metrics = import_object(s.config["probe"])(s.config)
+            metrics = lookup(s.config["probe"])(s.config)
             recs.append({"run_id": s.run_id, "paper": "cmhsa", "table": s.table, "cell": s.cell, "scale": "tiny",
                          "seed": s.seed, "status": "finished", "metrics": metrics, "config": s.config,
                          "provenance": {}})
@@ -193,7 +196,7 @@ def test_cor4_heads_are_measured_on_the_layer_not_taken_from_heads_required(monk
 
     claim = next(c for c in PAPER.claims if c.id == "cor4_nine_heads")
     specs = {s.cell["row"]: s for s in experiments.theorems("tiny")
-             if s.table == "theorem1" and s.config["probe"].endswith(":fewest_heads_row")}
+             if s.table == "theorem1" and s.config["probe"] == "cmhsa.fewest_heads_row"}
     assert claim.pairs and {lhs.column for lhs, _ in claim.pairs} == {"exact_heads"}
     assert all(specs[lhs.row].cell["columns"]["exact_heads"] == "exact_heads" for lhs, _ in claim.pairs)
     # the claim covers every row for which the paper prints a head count, at that count

@@ -10,8 +10,8 @@ from papers.convit import experiments, reuse, table1
 from papers.convit.probes import gpsa_modules
 from repro import records
 from repro.cli import build_specs
-from repro.runs import RunSpec, resolve
-from repro.spec import load_paper
+from repro.runs import RunSpec, pointer, resolve
+from repro.paper import load_paper
 from repro.train import ddp
 from repro.train.engine import Runtime
 from repro.train.execute import execute
@@ -150,9 +150,9 @@ def test_pointer_copies_and_probes_the_source_run(tmp_path, monkeypatch):
                   config={"model": {"name": model, "kwargs": {**kwargs, "embed_dim": 24}},
                           "data": {"max_per_class": 10, "test_max_per_class": 5},
                           "recipe": {"epochs": 1, "batch_size": 10, "mixup": 0, "cutmix": 0}})
-    copy = resolve(reuse.pointer(src, "table3", {"row": "convit", "columns": {"top1_full": "top1"}}, "f100"), base)
-    mask = resolve(reuse.pointer(src, "table6", {"row": "k3", "columns": {"mask_none": "top1_none"}}, "convit",
-                                 probe="papers.convit.probes:table6_run", args={"k": 1, "k_paper": 3}), base)
+    copy = resolve(pointer(src, "table3", {"row": "convit", "columns": {"top1_full": "top1"}}, "f100"), base)
+    mask = resolve(pointer(src, "table6", {"row": "k3", "columns": {"mask_none": "top1_none"}}, "convit",
+                                 probe="convit.table6_run", args={"k": 1, "k_paper": 3}), base)
     src = resolve(src, base)
     assert reuse.source_spec(copy.config).run_id == src.run_id
     rt = Runtime(dist=ddp.setup("cpu"), progress=False)

@@ -8,8 +8,9 @@ from papers.crosspaper import experiments as xp
 from papers.crosspaper.probes import grad_norm_at_init, images_per_s
 from repro.cli import main
 from repro.models.registry import architecture
-from repro.runs import RunSpec, paper_runs
-from repro.spec import load_paper
+from repro.plan.experiments import paper_runs
+from repro.runs import RunSpec
+from repro.paper import load_paper
 
 # what each idea's paper changes in the model, by constructor argument (resolved through the registry)
 ARCH_CHANGES = {"baseline": set(), "convit": {"gpsa_layers", "locality_strength", "qkv_bias"},
@@ -154,7 +155,7 @@ def test_the_effects_figure_ranks_rows_by_their_difference_with_welch_intervals(
 
     from repro.records import load_records
     from repro.report import figures
-    from repro.report.compare import compare
+    from repro.report.cells import compare
     from repro.report.stats import compare_means
 
     (tmp_path / "papers" / "toyfx").mkdir(parents=True)

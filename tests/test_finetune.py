@@ -24,7 +24,7 @@ def runs(scale, seeds=None):
                    config={"model": {**MODEL, "kwargs": {**MODEL["kwargs"], "img_size": 48}},
                            "data": {"img_size": 48},
                            "recipe": {"epochs": 1, "lr": 0.0, "min_lr": 0.0, "warmup_lr": 0.0},
-                           "init": {"from": low.as_source(), "fn": "repro.models.resample:at_new_resolution"}})
+                           "init": {"from": low.as_source(), "fn": "models.at_new_resolution"}})
     return [low, high]
 '''
 

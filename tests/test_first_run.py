@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 
 from repro import records
 from repro.cli import build_specs, main
-from repro.runs import known_papers, paper_scales
+from repro.plan.experiments import known_papers, paper_scales
 from repro.train.model import register_models
 
 from conftest import REPO, fast_args
@@ -69,7 +69,7 @@ def test_offline_download_is_one_line_naming_the_archive_and_where_it_goes(dirs,
     err = one_line_error(capsys, main(["reproduce", *args]))
     assert "cannot download cifar10" in err and "Temporary failure in name resolution" in err
     assert "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz" in err and str(dirs["data"]) in err
-    assert not list(dirs["results"].rglob("*.json"))
+    assert not list(dirs["results"].rglob("records/*.json"))
 
 
 @pytest.mark.parametrize("data,expected", [
@@ -104,8 +104,9 @@ def test_a_fresh_clone_with_no_data_rebuilds_the_committed_report(tmp_path, monk
     tables are respostln's probe tables, whose records are always complete; training campaigns are rebuilt
     across sessions, and a table still missing records rightly asks for the data.)"""
     paper, results = "respostln", tmp_path / "results"
-    for scale_dir in (REPO / "results" / paper).glob("*/records"):
+    for scale_dir in (REPO / "results" / paper).glob("*/records"):  # a clone's records and plans
         shutil.copytree(scale_dir, results / paper / scale_dir.parent.name / "records")
+        shutil.copy(scale_dir.parent / "plan.json", results / paper / scale_dir.parent.name / "plan.json")
     for key, value in (("RESULTS", results), ("CACHE", tmp_path / "cache"), ("DATA", tmp_path / "nonexistent")):
         monkeypatch.setenv(f"REPRO_{key}_DIR", str(value))
     assert main(["reproduce", f"paper={paper}", "scale=cpu", "tables=[table1,lemma1,theorem4]"]) == 0

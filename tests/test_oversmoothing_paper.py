@@ -12,10 +12,12 @@ from omegaconf import OmegaConf
 import repro.models  # noqa: F401
 from papers.oversmoothing import experiments as ex
 from papers.oversmoothing.losses import AntiOversmoothingLoss
-from papers.oversmoothing.probes import count_params, oversmoothing_metrics, random_init
+from papers.oversmoothing.probes import count_params, random_init
+from repro.probes.diversity import oversmoothing_metrics
 from repro.cli import build_specs
-from repro.runs import check_unique, import_object
-from repro.spec import load_paper
+from repro.functions import lookup
+from repro.runs import check_unique
+from repro.paper import load_paper
 from repro.train.hooks import build_objective
 
 from conftest import REPO
@@ -49,11 +51,11 @@ def test_every_run_fills_measured_cells_of_paper_yaml_and_is_runnable(scale):
         for col in s.cell["columns"]:
             assert table.column(col) is not None and not table.column(col).derived, (s.run_id, col)
         if s.kind == "probe":
-            import_object(s.config["probe"])
+            lookup(s.config["probe"])
             assert timm.is_model(s.config["model"]["name"])
             continue
         assert timm.is_model(s.config["model"]["name"]), s.config["model"]
-        assert [p["fn"] for p in s.config["probes"]] == ["papers.oversmoothing.probes:oversmoothing"]
+        assert [p["fn"] for p in s.config["probes"]] == ["oversmoothing.oversmoothing"]
         obj = s.config.get("objective")
         if obj:
             assert obj["fn"] == ex.OBJECTIVE

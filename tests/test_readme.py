@@ -8,7 +8,7 @@ import pytest
 
 from repro.records import SCHEMA
 from repro.report import readme
-from repro.spec import paper_ids
+from repro.paper import paper_ids
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 12_000  # characters, README.md and each papers/<id>/README.md

@@ -21,9 +21,9 @@ from repro import locks, records
 from repro.cli import main
 from repro.data import tensor_cache
 from repro.models import zoo
-from repro.report.compare import INVALID, compare
+from repro.report.cells import INVALID, compare
 from repro.report.notebook import md_text
-from repro.spec import Ref, load_paper
+from repro.paper import Ref, load_paper
 
 from conftest import EXPERIMENTS, PROBES, REPO, fast_args, image_folder, subprocess_env, write_paper
 from test_cluster import SIGNAL_HOOK, _signal_args
@@ -43,7 +43,7 @@ def test_a_missing_class_folder_stops_before_training(dirs, capsys):
     shutil.rmtree(dirs["data"] / "cifar10-jpeg" / "train" / "cat")  # 9 train labels, 10 test: shifted labels
     err = one_line_error(capsys, main(["reproduce", *_jpeg_args(dirs["pid"])]))
     assert "different classes" in err and "only in test: cat" in err
-    assert not list(dirs["results"].rglob("*.json"))
+    assert not list(dirs["results"].rglob("records/*.json"))
 
 
 def test_an_undecodable_image_is_named(dirs, capsys):
@@ -149,7 +149,7 @@ def test_a_report_that_cannot_be_built_is_exit_2_and_keeps_the_records(dirs, cap
     monkeypatch.setattr(build, "build_report", lambda *a, **k: (_ for _ in ()).throw(build.SpecError("bad yaml")))
     err = one_line_error(capsys, main(["reproduce", *fast_args(pid, "tables=[table1]")]))
     assert "report of" in err and "the records are kept" in err
-    assert len(list(dirs["results"].rglob("*.json"))) == 1
+    assert len(list(dirs["results"].rglob("records/*.json"))) == 1
     monkeypatch.setattr(build, "build_report", lambda *a, **k: (_ for _ in ()).throw(OSError(28, "No space left on device")))
     err = one_line_error(capsys, main(["reproduce", *fast_args(pid, "tables=[table1]")]))
     assert "No space left on device" in err
@@ -158,7 +158,7 @@ def test_a_report_that_cannot_be_built_is_exit_2_and_keeps_the_records(dirs, cap
 def test_force_reruns_a_finished_run(dirs, capsys):
     pid = dirs["pid"]
     assert main(["reproduce", *fast_args(pid, "tables=[table1]")]) == 0
-    rec = next(dirs["results"].rglob("*.json"))
+    rec = next(dirs["results"].rglob("records/*.json"))
     first = json.loads(rec.read_text())["provenance"]["start_time"]
     time.sleep(1.1)  # start times are stamped to the second
     assert main(["reproduce", *fast_args(pid, "tables=[table1]")]) == 0

@@ -14,9 +14,9 @@ from repro.report import build_all, build_index, build_report
 from repro.report import notebook as nbmod
 from repro.report.__main__ import main
 from repro.report.claims import judge_all
-from repro.report.compare import compare
+from repro.report.cells import compare
 from repro.report.glance import chip
-from repro.spec import Ref, load_paper
+from repro.paper import Ref, load_paper
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -147,7 +147,7 @@ def test_cell_mean_std_n_delta_and_noise(tmp_path):
 
 def test_time_to_table_sums_the_distinct_runs_filling_it(tmp_path):
     cmp, _ = _toy_comparison(tmp_path)
-    from repro.report.compare import cost_text
+    from repro.report.cells import cost_text
     cost = cmp.view("t", "full").cost  # 4 rows x 2 columns x 3 seeds, 90 s each; the stray f7 fills nothing
     assert (cost["runs"], cost["timed"], cost["compute_s"]) == (24, 24, 24 * 90.0)
     assert cost_text(cost) == "24 runs, 36.0 min of compute on cpu (x86_64, 2 threads)"

@@ -123,8 +123,9 @@ import timm  # noqa: E402
 
 from papers.respostln import experiments as ex  # noqa: E402
 from papers.respostln import probes  # noqa: E402
-from repro.runs import check_unique, import_object  # noqa: E402
-from repro.spec import load_paper  # noqa: E402
+from repro.functions import lookup  # noqa: E402
+from repro.runs import check_unique  # noqa: E402
+from repro.paper import load_paper  # noqa: E402
 
 PAPER_YAML = Path(__file__).resolve().parents[1] / "papers" / "respostln" / "paper.yaml"
 
@@ -198,7 +199,7 @@ def test_runs_fill_cells_of_paper_yaml(scale):
         assert table is not None and table.reproduced and table.row(s.cell["row"]) is not None, s.run_id
         assert all(table.column(c) is not None for c in s.cell["columns"]), s.run_id
         if s.kind == "probe":
-            assert callable(import_object(s.config["probe"]))
+            assert callable(lookup(s.config["probe"]))
         else:
             assert timm.is_model(s.config["model"]["name"])
     # every measured cell of every reproduced table is filled by some run

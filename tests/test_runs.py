@@ -5,7 +5,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from repro import runs
+from repro import functions, runs
+from repro.plan import experiments
 from repro.cli import build_specs
 from repro.runs import ConfigError, RunSpec
 
@@ -54,24 +55,24 @@ def test_resolve_precedence_base_spec_overrides_mode():
 
 def test_unknown_paper_scale_table_and_seeds(dirs):
     with pytest.raises(ConfigError, match="unknown paper 'nope'.*convit"):
-        runs.paper_runs("nope", "tiny")
+        experiments.paper_runs("nope", "tiny")
     with pytest.raises(ConfigError, match="unknown scale 'huge'"):
-        runs.paper_runs(dirs["pid"], "huge")
+        experiments.paper_runs(dirs["pid"], "huge")
     with pytest.raises(ConfigError, match="unknown table.*table9.*table1, table2"):
-        runs.paper_runs(dirs["pid"], "tiny", tables=["table9"])
+        experiments.paper_runs(dirs["pid"], "tiny", tables=["table9"])
     with pytest.raises(ConfigError, match="seeds"):
-        runs.paper_runs(dirs["pid"], "tiny", seeds=0)
-    assert dirs["pid"] in runs.known_papers() and "convit" in runs.known_papers()
-    assert {s.table for s in runs.paper_runs(dirs["pid"], "tiny", tables=["table1"])} == {"table1"}
-    assert len(runs.paper_runs(dirs["pid"], "tiny", seeds=3)) == 2 * 3 + 1
+        experiments.paper_runs(dirs["pid"], "tiny", seeds=0)
+    assert dirs["pid"] in experiments.known_papers() and "convit" in experiments.known_papers()
+    assert {s.table for s in experiments.paper_runs(dirs["pid"], "tiny", tables=["table1"])} == {"table1"}
+    assert len(experiments.paper_runs(dirs["pid"], "tiny", seeds=3)) == 2 * 3 + 1
 
 
-def test_import_object_errors():
-    assert runs.import_object("repro.runs:deep_merge") is runs.deep_merge
-    for bad, msg in [("repro.runs.deep_merge", "package.module:function"), ("no_such_mod:f", "cannot import"),
-                     ("repro.runs:nothing", "no attribute")]:
+def test_lookup_errors():
+    assert functions.lookup("repro.runs:deep_merge") is runs.deep_merge  # code outside the registry
+    for bad, msg in [("repro.runs.deep_merge", "no function registered"), ("no_such_mod:f", "cannot import"),
+                     ("repro.runs:nothing", "no attribute"), ("convit.no_such_probe", "convit.locality")]:
         with pytest.raises(ConfigError, match=msg):
-            runs.import_object(bad)
+            functions.lookup(bad)
 
 
 def composed(scale: str) -> dict:

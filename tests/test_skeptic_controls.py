@@ -10,8 +10,8 @@ import pytest
 
 from papers.convit import experiments as convit
 from repro.report.claims import FAILS, HOLDS, INCONCLUSIVE, combine
-from repro.report.comparisons import Check
-from repro.spec import Ref, load_paper
+from repro.report.pairwise import Check
+from repro.paper import Ref, load_paper
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -63,10 +63,10 @@ def test_every_registered_name_has_a_pretrained_cfg_that_describes_it():
         assert (cfg["mean"], cfg["std"]) == (IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD)
         assert cfg["interpolation"] == "bicubic"
         assert f"{cfg['classifier']}.weight" in keys
-        if "cmhsa" in name:  # identity patch embedding: nothing convolves the pixels first
-            assert cfg.get("first_conv") is None
-        else:
-            assert f"{cfg['first_conv']}.weight" in keys
+        first = cfg["first_conv"]  # timm's cfg test: a name, or a tuple of names, of layers the model has
+        assert isinstance(first, str) and f"{first}.weight" in keys, name
+        if "cmhsa" not in name:
+            assert first == "patch_embed.proj"
         assert "Table" in cfg["description"] and cfg["paper_name"], name
 
 

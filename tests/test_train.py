@@ -231,8 +231,8 @@ def test_sigkill_at_random_steps_then_resume_gives_identical_metrics(dirs, tmp_p
     final = subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert final.returncode == 0, final.stderr
     assert "resume" in final.stdout
-    a = json.loads(next((tmp_path / "clean_res").rglob("*.json")).read_text())
-    b = json.loads(next(dirs["results"].rglob("*.json")).read_text())
+    a = json.loads(next((tmp_path / "clean_res").rglob("records/*.json")).read_text())
+    b = json.loads(next(dirs["results"].rglob("records/*.json")).read_text())
     assert a["run_id"] == b["run_id"]
     timing = ("epoch_s", "images_per_s")
     strip = lambda h: [{k: v for k, v in row.items() if k not in timing} for row in h]  # noqa: E731

@@ -35,7 +35,7 @@ def runs(scale, seeds=None):
 '''
 
 POINTED = EXPERIMENTS.replace("def runs(scale, seeds=None):", '''def runs(scale, seeds=None):
-    from papers.convit.reuse import pointer
+    from repro.runs import pointer
     first, second = phases(scale)
     return [first, second, pointer(second, "t3", {"row": "copy", "columns": {"top1": "top1"}}, "second")]
 
@@ -199,4 +199,4 @@ def test_dry_run_transfers_from_an_untrained_source_and_writes_nothing(two_phase
     assert main(["reproduce", f"paper={pid}", "scale=full", "dry_run=true", "data.num_classes=20",
                  "data.img_size=64"]) == 0
     assert "2 distinct run config(s) of 2" in capsys.readouterr().out
-    assert not list(d["results"].rglob("*.json")) and not (d["cache"] / "runs").exists()
+    assert not list(d["results"].rglob("records/*.json")) and not (d["cache"] / "runs").exists()

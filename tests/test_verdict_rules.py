@@ -17,10 +17,10 @@ from scipy import stats as sps
 from repro.records import load_records, write_record
 from repro.report import build_report
 from repro.report.claims import (FAILS, HOLDS, INCONCLUSIVE, NOT_RESOLVABLE, NOT_TESTABLE, OUTSIDE, judge_all)
-from repro.report.compare import compare
+from repro.report.cells import compare
 from repro.report.stats import compare_means, holm
 from repro.report.tally import headline, headline_text
-from repro.spec import load_paper
+from repro.paper import load_paper
 
 PAPER = """\
 id: rp
@@ -239,8 +239,8 @@ def test_a_comparison_short_of_three_seeds_gives_its_effect_and_n_and_no_test(tm
 def test_a_curve_bound_short_of_three_seeds_gives_its_largest_excess_and_n():
     """Per-block curves (lhs <= rhs at every block) committed mid-campaign: no test, but the largest excess of
     the mean curve over the mean bound, its direction and n per side, like a scalar comparison."""
-    from repro.report.comparisons import _bound_tested
-    from repro.spec import Claim, Ref
+    from repro.report.pairwise import _bound_tested
+    from repro.paper import Claim, Ref
 
     lhs, rhs = Ref("t", "deit", "curve"), Ref("t", "aug", "curve")
     claim = Claim("c", "", "", "t", "bound", [(lhs, rhs)], "<=")

@@ -16,9 +16,9 @@ from repro.models import zoo
 from repro.records import load_records, write_record
 from repro.report import build_report
 from repro.report.claims import FAILS, HOLDS, INCONCLUSIVE, judge, judge_all, resolvable_effect
-from repro.report.compare import MEASURED, Cell, Measured, compare
+from repro.report.cells import MEASURED, Cell, Measured, compare
 from repro.report.figures import draw
-from repro.spec import Ref, load_paper, parse_printed, prints_as
+from repro.paper import Ref, load_paper, parse_printed, prints_as
 
 REPO = Path(__file__).resolve().parents[1]
 PAPERS = ("convit", "cmhsa", "oversmoothing", "augvit", "respostln")
@@ -162,7 +162,7 @@ def test_cells_from_another_protocol_get_no_delta_and_name_what_differs(tmp_path
 
 
 def test_figures_never_share_an_axis_across_protocols(tmp_path):
-    from repro.spec import Figure, Series
+    from repro.paper import Figure, Series
     cmp, _ = _judge(tmp_path, "cpu", [80.0], [70.0])
     table = cmp.paper.table("acc")
     table.rows[0].x = 1.0

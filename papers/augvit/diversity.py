@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from repro.models import AugmentedShortcut, CirculantLinear  # also registers the repro_* names with timm
-from repro.probes.diversity import block_input, feature_diversity, layerwise, relative_diversity
+from repro.probes.diversity import block_input, diversity_curve, feature_diversity, layerwise, relative_diversity
 
 VARIANTS = ("attention_only", "deit", "augvit_msa", "augvit_msa_mlp")
 
@@ -120,21 +120,6 @@ def variants(augvit: nn.Module, keep_mlp_without_shortcuts: bool = False) -> dic
         raise ValueError("variants() needs an Aug-ViT with augmented shortcuts on MSA and MLP "
                          "(aug_paths > 0, aug_mlp=True), e.g. timm.create_model('repro_deit_tiny_c32', aug_paths=2)")
     return cut_shortcuts(augvit, keep_mlp_without_shortcuts)
-
-
-def diversity_curve(model: nn.Module, images: torch.Tensor) -> dict[str, list[float]]:
-    """r(Z_l)/r(Z_0) for l = 0..L over all tokens (class token included: it is a row of Z), and r(Z_l)/||Z_l||_F.
-
-    Works on any repro ViT, trained or not; one forward pass gives both (batch means).
-    """
-    relative = []
-
-    def both(z: torch.Tensor, num_prefix_tokens: int = 0) -> torch.Tensor:
-        relative.append(float(relative_diversity(z, num_prefix_tokens).mean()))
-        return feature_diversity(z, num_prefix_tokens)
-
-    r = layerwise(model, images, both, include_input=True, drop_prefix=False)
-    return {"ratio": [v / r[0] for v in r], "relative": relative}
 
 
 def build_augvit(model_name: str = "repro_deit_tiny_c32", seed: int = 0, aug_paths: int = 2,

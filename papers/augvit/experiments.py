@@ -64,14 +64,14 @@ TOP1_ROWS = ("deit_s", "augvit_s", "deit_b", "augvit_b")
 FINETUNE_384 = {"deit_b384": "deit_b", "augvit_b384": "augvit_b"}
 FINETUNE_RECIPE = {"epochs": 30, "batch_size": 256, "base_lr": 5.0e-6, "weight_decay": 1.0e-8, "min_lr": 5.0e-6,
                    "ema": False}
-RESAMPLE = "repro.models.resample:at_new_resolution"
+RESAMPLE = "models.at_new_resolution"
 
 # table column -> record metric, the same in diversity_init and ablations (gains are derived by the report);
 # curve_v: the per-block r(Z_l)/r(Z_0), l = 1..L, of variant v (claim no_collapse checks it at every block)
 DIVERSITY_COLUMNS = {**{k: k for k in ("div_d", "div_c", "div_b", "div_a", "rel_d", "rel_b", "s4_worst", "s6_worst",
                                         "s7_worst")},
                      **{f"curve_{v}": f"ratio_{v}" for v in "dcb"}}
-TRAINED_PROBES = [{"fn": "papers.augvit.probes:trained_analysis"}]
+TRAINED_PROBES = [{"fn": "augvit.trained_analysis"}]
 
 PROTOCOL = {
     # tiny: no Mixup / CutMix / RandAugment / erasing: with them neither model moves off chance in 4 epochs
@@ -105,7 +105,7 @@ def table2(scale: str) -> list[RunSpec]:
     return [RunSpec(PAPER, "table2", {"row": row, "columns": {"params": "params", "flops": "macs",
                                                               "flops_dense": "macs_dense"}},
                     scale, kind="probe", name=f"cost_{res}",
-                    config={"probe": "papers.augvit.probes:cost", "probe_args": {"img_size": res},
+                    config={"probe": "augvit.cost", "probe_args": {"img_size": res},
                             "model": {"name": model, "kwargs": {"num_classes": 1000}}})
             for row, (model, res) in COST_ROWS.items()]
 
@@ -140,7 +140,7 @@ def diversity_init(scale: str) -> list[RunSpec]:
                            p["s224_images"])}
     return [RunSpec(PAPER, "diversity_init", {"row": row, "columns": dict(DIVERSITY_COLUMNS)}, scale, seed=seed,
                     kind="probe", name="init",
-                    config={"probe": "papers.augvit.probes:diversity_at_init", "model": model,
+                    config={"probe": "augvit.diversity_at_init", "model": model,
                             "probe_args": {"seed": seed, "images": images}})
             for row, (model, seeds, images) in setups.items() for seed in range(seeds)]
 

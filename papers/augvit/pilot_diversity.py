@@ -4,7 +4,7 @@
 
 For each finished training record, loads its final checkpoint from ``REPRO_CACHE_DIR`` (the run's
 ``last.pt``) and prints, on 64 images of the run's own evaluation split (for a pilot, the held-out split),
-r(Z_l)/r(Z_0) and r(Z_l)/||Z_l||_F at every block (``diversity.diversity_curve``) and the last block's
+r(Z_l)/r(Z_0) and r(Z_l)/||Z_l||_F at every block (``repro.probes.diversity.diversity_curve``) and the last block's
 patch CosSim. It answers "does the identity-shortcut baseline lose diversity at this depth and token
 count?" (precondition ``pre_deit_loses_diversity``) from models already trained, without a run of its own.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from papers.augvit.diversity import diversity_curve
+from repro.probes.diversity import diversity_curve
 from repro.data import build_data
 from repro.probes.diversity import layerwise, patch_cosine_similarity
 from repro.runs import cache_root

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from repro.data import build_data
+from repro.functions import register
 from repro.models import CirculantLinear
 from repro.probes.cost import count_macs, count_params, macs_without_attention
 from repro.train.model import create_model
@@ -79,6 +80,7 @@ def _args(config: dict) -> dict:
     return dict(config.get("probe_args") or {})
 
 
+@register("augvit.diversity_at_init")
 def diversity_at_init(config: dict) -> dict:
     """Probe run: ``shortcut_analysis`` of a freshly initialised config['model'].
 
@@ -91,6 +93,7 @@ def diversity_at_init(config: dict) -> dict:
     return shortcut_analysis(model, probe_images(config, int(args.get("images", 64)), size))
 
 
+@register("augvit.cost")
 def cost(config: dict) -> dict:
     """Probe run (Table 2): parameters and MACs of config['model'] at probe_args.img_size.
 
@@ -120,6 +123,7 @@ def fft_macs(model: nn.Module, img_size: int) -> float:
     return count_macs(model, img_size)
 
 
+@register("augvit.trained_analysis")
 def trained_analysis(model: nn.Module, ctx) -> dict:
     """Probe of a train run: ``shortcut_analysis`` on the trained model (the engine's fixed test batch)
     and its MACs at the run's resolution."""

@@ -30,16 +30,16 @@ from __future__ import annotations
 
 import math
 
-from papers.convit.reuse import pointer  # a cell filled from another run's record
-from repro.runs import RunSpec
+from repro.models.transfer import bias_scale
+from repro.runs import RunSpec, pointer
 
 PAPER = "cmhsa"
 SCALES = ("tiny", "cpu", "small", "full")
 # The training claims each reduced scale is designed to resolve (tiny: none; full: all of them).
 RESOLVES = {"cpu": ("t1_two_phase_beats_single_phase", "f2_random_init_needs_warmup", "f2_conv_init_needs_no_warmup",
                     "f2_conv_init_losses_similar", "f2_conv_init_no_warmup_final_top1")}
-TRANSFER = "repro.models.transfer:conv_to_mhsa"
-SUMMARY = ["papers.cmhsa.summary:run_summary"]
+TRANSFER = "models.conv_to_mhsa"
+SUMMARY = ["cmhsa.run_summary"]
 # ViT-base as a baseline: the DeiT-base architecture without DeiT's augmentation and regularisation
 VIT_RECIPE = {"mixup": 0.0, "cutmix": 0.0, "aa": None, "reprob": 0.0, "smoothing": 0.0, "drop_path": 0.0,
               "repeated_aug": False}
@@ -83,13 +83,6 @@ TABLE1_COLUMNS = ("top1", "top5", "depth", "heads", "dim", "ffn", "params", "tra
 SWITCH_COLUMNS = {"switch_top1_conv": "switch_top1_source", "switch_top1_attn": "switch_top1_start",
                   "switch_logit_gap": "switch_logit_gap"}
 EXACT_SCALE = 30.0  # Theorem 1's construction: W_Q = W_K = 0 and a bias scale past float32 resolution
-
-
-def bias_scale(img_size: int, patch_size: int, mass: float = 0.9) -> float:
-    """Lemma 2 scale c for training: one-hot bias putting ``mass`` of each head's attention on its target
-    offset for an interior query of an N-patch grid, e^c / (e^c + N - 1) = mass."""
-    n = (img_size // patch_size) ** 2
-    return round(math.log(mass / (1 - mass) * (n - 1)), 2)
 
 
 def _grid(scale: str) -> tuple[int, int]:
@@ -204,7 +197,7 @@ def timing(scale: str) -> list[RunSpec]:
     wanted = _table1_rows(scale)
     return [RunSpec(paper=PAPER, table="table1", cell={"row": row, "columns": {"time": "time_ratio"}}, scale=scale,
                     kind="probe", name="time",
-                    config={"probe": "papers.cmhsa.timing:time_ratio", "data": dict(p["data"]),
+                    config={"probe": "cmhsa.time_ratio", "data": dict(p["data"]),
                             "recipe": dict(p["recipe"]), "timing": {**p["timing"], "phases": phases, "reference": vit}})
             for row, phases in rows.items() if wanted is None or row in wanted]
 
@@ -225,7 +218,7 @@ def figure2(scale: str, seeds: int) -> list[RunSpec]:
 
 def _probe(scale: str, table: str, row: str, columns: dict, fn: str, theorem: dict, name: str = "") -> RunSpec:
     return RunSpec(paper=PAPER, table=table, cell={"row": row, "columns": columns}, scale=scale, kind="probe",
-                   name=name or table, config={"probe": f"papers.cmhsa.theorems:{fn}", "theorem": theorem})
+                   name=name or table, config={"probe": f"cmhsa.{fn}", "theorem": theorem})
 
 
 def theorems(scale: str) -> list[RunSpec]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from repro.functions import register
 
 
 def architecture(model) -> dict:
@@ -14,6 +15,7 @@ def architecture(model) -> dict:
             "dim": model.embed_dim, "ffn": block.mlp.fc1.out_features}
 
 
+@register("cmhsa.run_summary")
 def run_summary(model, ctx, early_fraction: float = 0.5) -> dict:
     """Architecture, seconds of training (sum and mean of the epochs' ``epoch_s``), and the curves.
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import torch
 
+from repro.functions import register
 from repro.models.transfer import DEFAULT_SCALE, heads_required, neighbourhood_radius
 from repro.probes.conv_theorems import (centre_patch_map, fewest_exact_heads, lemma2_table, one_hot_head_residuals,
                                         positional_rank_residuals, sampled_one_hot_residual,
@@ -39,6 +40,7 @@ def grid_for(kernel: int, patch: int) -> int:
     return max(4, 2 * neighbourhood_radius(kernel, patch) + 2)
 
 
+@register("cmhsa.transfer_row")
 def transfer_row(config: dict) -> dict:
     """Theorem 1: transferred MHSA vs the convolution on random N(0, 1) kernels and tokens (float32)."""
     t = _params(config)
@@ -51,6 +53,7 @@ def transfer_row(config: dict) -> dict:
                                       "attention_vs_predicted_max")}
 
 
+@register("cmhsa.fewest_heads_row")
 def fewest_heads_row(config: dict) -> dict:
     """Corollaries 3-4: fewest heads reproducing a random KxK convolution (float64, tolerance 1e-5), the
     interior error with that many heads and with one fewer (``repro.probes.conv_theorems.fewest_exact_heads``)."""
@@ -59,6 +62,7 @@ def fewest_heads_row(config: dict) -> dict:
                               scale=float(t.get("scale", DEFAULT_SCALE)), seed=int(t.get("seed", 0)))
 
 
+@register("cmhsa.lemma2_row")
 def lemma2_row(config: dict) -> dict:
     """Lemma 2 at one scale c (float64, 8x8 grid, K = 3 on 4x4 patches): mass off the target offset."""
     t = _params(config)
@@ -69,6 +73,7 @@ def lemma2_row(config: dict) -> dict:
             "excess_over_closed_form": row["off_target_mass"] - row["bound"], "interior_max_err": row["interior_max_err"]}
 
 
+@register("cmhsa.head_bound_row")
 def head_bound_row(config: dict) -> dict:
     """Theorems 5 / 6 for one random KxK kernel: best-fit residuals just below and at the head bound."""
     t = _params(config)

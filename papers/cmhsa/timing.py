@@ -18,6 +18,7 @@ import time
 
 import torch
 
+from repro.functions import register
 from repro.runs import deep_merge
 from repro.train.model import create_model
 from repro.train.recipe import build_optimizer
@@ -45,6 +46,7 @@ def _trainer(config: dict, part: dict, num_classes: int, device: torch.device):
     return step
 
 
+@register("cmhsa.time_ratio")
 def time_ratio(config: dict) -> dict:
     """Probe run: ``config["timing"] = {"phases": [{"model", "recipe", "epochs"}, ...], "reference":
     {...}, "rounds": R, "steps": S}``; median step seconds over R rounds of S steps per model."""

@@ -44,9 +44,8 @@ Scales (protocol and every deviation from the paper: papers/convit/README.md):
 """
 from __future__ import annotations
 
-from repro.runs import RunSpec
+from repro.runs import RunSpec, pointer
 
-from .reuse import pointer
 
 SCALES = ("tiny", "cpu", "small", "full")
 # The training claims each reduced scale is designed to resolve (tiny resolves none; full all of them).
@@ -77,7 +76,7 @@ TABLE3 = {  # row -> ConViT constructor changes (Table 3); rows convit and deit 
     "frozen_random_init": {"freeze_gpsa": True, "local_init": False},
 }
 TABLE3_FRACTIONS = {"top1_full": "f100", "top1_10": "f10"}
-LOCALITY_PROBE = {"fn": "papers.convit.probes:locality", "every_epoch": True}
+LOCALITY_PROBE = {"fn": "convit.locality", "every_epoch": True}
 TOP = {"top1": "top1", "top5": "top5"}
 
 # scale -> Table 2 pair {column prefix: (timm name, kwargs)}, its ConViT's GPSA layer count, epochs at
@@ -147,7 +146,7 @@ def table1_probes(scale: str) -> list[RunSpec]:
                 paper="convit", table="table1", scale=scale, kind="probe", name=row,
                 cell={"row": row, "columns": {"heads": "heads", "dim": "dim", "params": "params_no_head",
                                               "flops": "macs_no_attn", "speed": "images_per_s"}},
-                config={"probe": "papers.convit.table1:measure",
+                config={"probe": "convit.table1_measure",
                         "args": {"model": f"repro_{family}_{suffix}", "img_size": 224,
                                  "speed": dict(PROTOCOL[scale]["speed"])}}))
     return specs
@@ -227,14 +226,14 @@ def table5(pair: dict) -> list[RunSpec]:
     """Position embedding masked at test time, on the trained Ti pair."""
     return [pointer(src, "table5", {"row": f"{prefix}_ti", "columns": {"top1_masked": "top1_pos_masked",
                                                                        "top1": "top1"}},
-                    prefix, probe="papers.convit.probes:table5_run") for (prefix, _), src in pair.items()]
+                    prefix, probe="convit.table5_run") for (prefix, _), src in pair.items()]
 
 
 def table6(scale: str, pair: dict) -> list[RunSpec]:
     """Content / positional attention masked in the first k GPSA layers of the trained ConViT-Ti."""
     columns = {"mask_content": "top1_content_masked", "mask_position": "top1_position_masked",
                "mask_none": "top1_none"}
-    return [pointer(src, "table6", {"row": row, "columns": columns}, "convit", probe="papers.convit.probes:table6_run",
+    return [pointer(src, "table6", {"row": row, "columns": columns}, "convit", probe="convit.table6_run",
                     args={"k": k, "k_paper": int(row[1:])})
             for (prefix, _), src in pair.items() if prefix == "convit"
             for row, k in PROTOCOL[scale]["table6_k"].items()]
@@ -242,7 +241,7 @@ def table6(scale: str, pair: dict) -> list[RunSpec]:
 
 def figures4_6(scale: str, seeds: int, t2: dict) -> list[RunSpec]:
     """Figs. 4-6 as claims: nonlocality at init and after training (both models), and ConViT's gates."""
-    probe = "papers.convit.probes:locality_change"
+    probe = "convit.locality_change"
     nonlocality = {"nonlocality_init": "nonlocality_init", "nonlocality_final": "nonlocality_final"}
     gates = {"gate_init": "gate_init", "gate_first": "gate_first", "gate_last": "gate_last"}
     specs = [pointer(t2["f100", prefix, seed], "fig4_6", {"row": prefix, "columns": nonlocality}, prefix, probe=probe)

@@ -15,6 +15,7 @@ import torch
 from timm.utils import accuracy
 from torch import nn
 
+from repro.functions import register
 from repro.probes.locality import eval_mode, gating, gpsa_modules, layer_nonlocality, layer_nonlocality_official_bug
 
 TABLE6_KS = (3, 5, 10)
@@ -141,6 +142,7 @@ class LocalityTracker:
 
 # ---------------------------------------------------------------- entry points named in experiments.py
 
+@register("convit.locality")
 def locality(model: nn.Module, ctx) -> dict:
     """Train-time probe (every epoch and at the end) for Figs. 4-6 on the engine's fixed test batch.
 
@@ -156,6 +158,7 @@ def locality(model: nn.Module, ctx) -> dict:
     return out
 
 
+@register("convit.table5_run")
 def table5_run(config: dict) -> dict:
     """Probe run (Table 5): the source run's model with and without its position embedding."""
     from .reuse import trained
@@ -165,6 +168,7 @@ def table5_run(config: dict) -> dict:
     return {**out, "source_run_id": t.spec.run_id}
 
 
+@register("convit.table6_run")
 def table6_run(config: dict) -> dict:
     """Probe run (Table 6, one row): content or position attention masked in the first k GPSA layers.
 
@@ -182,6 +186,7 @@ def table6_run(config: dict) -> dict:
             "source_run_id": t.spec.run_id}
 
 
+@register("convit.locality_change")
 def locality_change(config: dict) -> dict:
     """Probe run (Figs. 4-6 as claims): mean nonlocality of the source's attention layers (DeiT: every SA
     layer; ConViT: its GPSA layers) at initialisation and after training, and ConViT's gates.

@@ -25,33 +25,18 @@ from dataclasses import dataclass
 import torch
 
 from repro import records
-from repro.runs import POINTER_KEYS, ConfigError, RunSpec, final_checkpoint, pointer_source, run_dir
+from repro.functions import register
+from repro.runs import ConfigError, RunSpec, final_checkpoint, pointer_source, run_dir
 from repro.train import checkpoint, ddp
 from repro.train.engine import Runtime, evaluate, train
 from repro.train.execute import DONE, execute
-
-COPY = "papers.convit.reuse:copy_metrics"
-
-
-def pointer(source: RunSpec, table: str, cell: dict, name: str, probe: str = COPY,
-            args: dict | None = None) -> RunSpec:
-    """A probe spec filling ``table``/``cell`` from ``source``'s result (same seed and scale)."""
-    own = {k: source.config[k] for k in POINTER_KEYS if k in source.config}
-    config = {k: v for k, v in source.config.items() if k not in POINTER_KEYS}
-    config.update(probe=probe, args=dict(args or {}),
-                  source={"paper": source.paper, "table": source.table, "cell": source.cell,
-                          "scale": source.scale, "seed": source.seed, "kind": source.kind,
-                          "name": source.name, "own": own})
-    return RunSpec(paper=source.paper, table=table, cell=cell, scale=source.scale, seed=source.seed,
-                   kind="probe", config=config, name=name)
-
 
 def source_spec(config: dict) -> RunSpec:
     """The source run of a resolved pointer config (its id, record and checkpoint follow)."""
     src = pointer_source(config)
     if src is None:
         raise ConfigError(f"probe {config.get('probe')!r} needs config['source'] naming the run it reuses; "
-                          f"build its spec with papers.convit.reuse.pointer")
+                          f"build its spec with repro.runs.pointer")
     return src
 
 
@@ -77,6 +62,7 @@ def source_record(config: dict) -> dict:
     return _finished_record(spec) or execute(spec, _runtime())
 
 
+@register("convit.copy_metrics")
 def copy_metrics(config: dict) -> dict:
     """Probe: the source run's metrics (per-epoch history left in the source's record)."""
     rec = source_record(config)

@@ -21,6 +21,7 @@ import timm
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from repro.functions import register
 from repro.probes.cost import count_params, macs_without_attention
 from repro.probes.speed import throughput
 from repro.train import ddp
@@ -47,6 +48,7 @@ def count(name: str, img_size: int = 224, **kwargs) -> dict:
             "macs": fc.get_total_flops() / 2, "macs_no_attn": macs_without_attention(by_op)}
 
 
+@register("convit.table1_measure")
 def measure(config: dict) -> dict:
     """Probe run: one Table 1 row (``args``: model, kwargs, img_size, speed {batch, steps, warmup, amp})."""
     args = config.get("args") or {}

@@ -35,8 +35,7 @@ Scales (papers/crosspaper/README.md):
 """
 from __future__ import annotations
 
-from papers.cmhsa.experiments import bias_scale
-from papers.oversmoothing.experiments import objective as oversmoothing_objective
+from repro.models.transfer import bias_scale
 from repro.runs import RunSpec
 
 PAPER = "crosspaper"
@@ -46,11 +45,13 @@ ROWS = ("baseline",) + IDEAS
 # Our claims (each idea vs the baseline at equal data, seeds and epochs) that a scale is designed to judge.
 RESOLVES = {"cpu": tuple(f"{idea}_beats_baseline{sfx}" for idea in IDEAS for sfx in ("", "_e10")),
             "small": tuple(f"{idea}_beats_baseline{sfx}" for idea in IDEAS for sfx in ("", "_f10"))}
-PROBES = [{"fn": "papers.crosspaper.probes:diagnostics"}]
+PROBES = [{"fn": "crosspaper.diagnostics"}]
 COLUMNS = ("top1", "top5", "params", "images_per_s", "nonlocality", "cossim_last", "diversity_ratio",
            "grad_norm_init")
 AUG = {"aug_paths": 2, "aug_mlp": True, "aug_scale": 0.75, "aug_fft": False}  # Aug-ViT's release, dense product
-TRANSFER = "repro.models.transfer:conv_to_mhsa"
+TRANSFER = "models.conv_to_mhsa"
+# patch diversification's best combination (its Table 1: contrastive + mixing), as papers/oversmoothing runs it
+OVERSMOOTHING = {"fn": "oversmoothing.anti_oversmoothing_loss", "cos": False, "contrastive": True, "mixing": True}
 # what each row may change in the baseline's config (dotted paths; the config-diff test holds rows to it)
 CHANGES = {
     "baseline": (),
@@ -99,7 +100,7 @@ def with_idea(config: dict, idea: str) -> dict:
         kwargs.update(gpsa_layers=kwargs.get("depth", 12) - 1, locality_strength=1.0, qkv_bias=False)
         return {**config, "model": {"name": name, "kwargs": kwargs}}
     if idea == "oversmoothing":
-        return {**config, "objective": oversmoothing_objective("contrastive_mixing")}
+        return {**config, "objective": OVERSMOOTHING}
     if idea == "augvit":
         return {**config, "model": {"name": model["name"], "kwargs": {**kwargs, **AUG}}}
     if idea == "respostln":

@@ -16,9 +16,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from papers.augvit.diversity import diversity_curve
-from papers.oversmoothing.probes import oversmoothing_metrics
 from repro import records
+from repro.functions import register
+from repro.probes.diversity import diversity_curve, oversmoothing_metrics
 from repro.probes.locality import layer_nonlocality
 from repro.runs import RunSpec, source_spec
 from repro.train.model import create_model
@@ -54,6 +54,7 @@ def images_per_s(run: RunSpec, history: list) -> float | None:
     return images / seconds if seconds else None
 
 
+@register("crosspaper.diagnostics")
 def diagnostics(model: torch.nn.Module, ctx) -> dict:
     """Training probe (config['probes']): the diagnostics above on the engine's fixed test batch."""
     layers = [sum(h) / len(h) for h in layer_nonlocality(model, ctx.images)]

@@ -36,8 +36,8 @@ RESOLVES = {"cpu": ("f2_losses_lower_last_layer_cossim", "f2_losses_raise_last_l
                     "f2_losses_raise_accuracy_depth24", "t1_losses_lower_last_layer_cossim",
                     "t1_every_loss_raises_accuracy", "t1_contrastive_mixing_best",
                     "t1_mixing_loss_beats_its_augmentation")}
-OBJECTIVE = "papers.oversmoothing.losses:AntiOversmoothingLoss"
-FIGURE2_PROBE = {"fn": "papers.oversmoothing.probes:oversmoothing"}
+OBJECTIVE = "oversmoothing.anti_oversmoothing_loss"
+FIGURE2_PROBE = {"fn": "oversmoothing.oversmoothing"}
 
 # loss combination -> (cos, contrastive, mixing): Table 1's rows in the poster's order
 LOSSES = {
@@ -169,7 +169,7 @@ def figure2(scale: str, seeds: int) -> list[RunSpec]:
             "cossim_norm": "cossim_norm"}
     init = RunSpec(paper=PAPER, table="figure2", scale=scale, kind="probe", name="random_init",
                    cell={"row": "random_init", "columns": cols},
-                   config={"probe": "papers.oversmoothing.probes:random_init", "model": model(scale, 24),
+                   config={"probe": "oversmoothing.random_init", "model": model(scale, 24),
                            "data": dict(PROTOCOL[scale]["data"])})
     specs = [init]
     for seed in range(seeds):
@@ -207,7 +207,7 @@ def table2(scale: str, seeds: int) -> list[RunSpec]:
                                                        **({"attn": "talking_heads"} if ours else {})}}
         specs.append(RunSpec(paper=PAPER, table="table2", scale=scale, kind="probe", name=f"{row}_size",
                              cell={"row": row, "columns": {"params": "params"}},
-                             config={"probe": "papers.oversmoothing.probes:count_params", "model": size}))
+                             config={"probe": "oversmoothing.count_params", "model": size}))
         if scale != "full":
             continue
         for seed in range(seeds):

@@ -37,6 +37,7 @@ import torch.nn.functional as F
 from timm.data.mixup import cutmix_bbox_and_lam
 from torch import nn
 
+from repro.functions import register
 from repro.probes.diversity import num_patches, patch_cosine_similarity
 
 TERMS = ("cos", "contrastive", "mixing")
@@ -157,6 +158,7 @@ def _outputs(**modules: nn.Module):
             h.remove()
 
 
+@register("oversmoothing.anti_oversmoothing_loss")
 class AntiOversmoothingLoss(nn.Module):
     """The training loss with any of the three terms: CE + sum_k w_k l_k, computed from one forward pass.
 

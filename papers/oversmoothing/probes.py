@@ -20,8 +20,9 @@ from torch import nn
 
 import repro.models  # noqa: F401  (registers the repro_* model names with timm)
 from repro.data import build_data
+from repro.functions import register
 from repro.probes.cost import count_params as _count
-from repro.probes.diversity import attention_std, layerwise, num_patches, patch_cosine_similarity
+from repro.probes.diversity import oversmoothing_metrics
 from repro.train.ddp import Dist
 from repro.train.engine import evaluate
 from repro.train.model import create_model
@@ -29,27 +30,13 @@ from repro.train.model import create_model
 PROBE_BATCH = 64
 
 
-def oversmoothing_metrics(model: nn.Module, images: torch.Tensor) -> dict:
-    """Figure 2's two curves and their final-layer values for ``model`` on ``images``."""
-    cos = layerwise(model, images, patch_cosine_similarity)
-    std = layerwise(model, images, attention_std, on="attention")
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            tokens = model.forward_features(images)
-    finally:
-        model.train(was_training)
-    n = num_patches(model)
-    return {"cossim_layers": cos, "attn_std_layers": std, "cossim_last": cos[-1], "attn_std_last": std[-1],
-            "cossim_norm": float(patch_cosine_similarity(tokens, tokens.shape[1] - n).mean())}
-
-
+@register("oversmoothing.oversmoothing")
 def oversmoothing(model: nn.Module, ctx) -> dict:
     """Training probe (config['probes']): Figure 2's metrics on the engine's fixed test batch."""
     return oversmoothing_metrics(model, ctx.images)
 
 
+@register("oversmoothing.random_init")
 def random_init(config: dict) -> dict:
     """Probe run (config['probe']): Figure 2's metrics of the run's model at initialisation.
 
@@ -66,6 +53,7 @@ def random_init(config: dict) -> dict:
             **evaluate(model, data.test, Dist(device=device), None), "params": _count(model)}
 
 
+@register("oversmoothing.count_params")
 def count_params(config: dict) -> dict:
     """Probe run: parameters of ``timm.create_model(model.name, **model.kwargs)`` (all of them, as papers count)."""
     with torch.device("meta"):

@@ -80,7 +80,7 @@ def table1(scale: str) -> list[RunSpec]:
     """One deterministic check per row, the same at every scale (seeds would only repeat it)."""
     return [RunSpec(PAPER, "table1", {"row": row, "columns": {"max_abs_err": "max_abs_err", "rel_err": "rel_err"}},
                     scale, kind="probe", name=f"eq_{row}",
-                    config={"probe": "papers.respostln.probes:table1", "model": {"name": "repro_deit_tiny_c32"},
+                    config={"probe": "respostln.table1", "model": {"name": "repro_deit_tiny_c32"},
                             "probe_args": {"placement": row, "norm": norm, "dim": 64, "heads": 2, "seed": 0}})
             for row, norm in TABLE1_ROWS.items()]
 
@@ -90,7 +90,7 @@ def lemma1(scale: str, seeds: int) -> list[RunSpec]:
             "sq_norm_last": "sq_norm_last", "ratio_max": "ratio_max", "orth_ratio_last": "orth_ratio_last"}
     return [RunSpec(PAPER, "lemma1", {"row": f"d{d}", "columns": dict(cols)}, scale, seed=seed, kind="probe",
                     name=f"lemma1_d{d}",
-                    config={"probe": "papers.respostln.probes:lemma1",
+                    config={"probe": "respostln.lemma1",
                             "probe_args": {**PROBES[scale]["lemma1"], "d": d, "seed": seed}})
             for d in LEMMA1_WIDTHS for seed in range(seeds)]
 
@@ -99,7 +99,7 @@ def theorem4(scale: str, seeds: int) -> list[RunSpec]:
     cols = {"a": "a", "b": "b", "r2": "r2", "g_shallow_wide": "g_shallow_wide", "g_deep_wide": "g_deep_wide"}
     return [RunSpec(PAPER, "theorem4", {"row": norm, "columns": dict(cols)}, scale, seed=seed, kind="probe",
                     name=f"grad_{norm}",
-                    config={"probe": "papers.respostln.probes:theorem4",
+                    config={"probe": "respostln.theorem4",
                             "probe_args": {**PROBES[scale]["theorem4"], "norm": norm, "seed": seed}})
             for norm in NORMS for seed in range(seeds)]
 

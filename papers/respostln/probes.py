@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from . import theory as th  # imports repro.models, which registers the repro_* names with timm
+from repro.functions import register
 
 SMOKE = {"lemma1": {"d": 16, "L": 4, "samples": 2},
          "theorem4": {"L_values": (2, 4), "d_values": (16, 32), "samples": 2}}
@@ -80,6 +81,7 @@ def equations(blk, y: torch.Tensor, placement: str) -> torch.Tensor:
     raise ValueError(f"unknown placement {placement!r}; choose pre_ln, res_post_ln, res_post_ln_literal or post_ln")
 
 
+@register("respostln.table1")
 def table1(config: dict) -> dict:
     """Largest deviation of a registered model's block from Table 1's equations, on random tokens.
 
@@ -108,6 +110,7 @@ def table1(config: dict) -> dict:
 
 # ------------------------------------------------------------------ Lemma 1
 
+@register("respostln.lemma1")
 def lemma1(config: dict) -> dict:
     """E||Y_{l+1,i}||^2 of a Res-Post-LN stack at init for l = 1..L at one width d, beside Lemma 1's bound.
 
@@ -134,6 +137,7 @@ def lemma1(config: dict) -> dict:
 
 # ------------------------------------------------------------------ Theorem 4
 
+@register("respostln.theorem4")
 def theorem4(config: dict) -> dict:
     """||dL~/dW^{2,L}||_F at init over a depth x width grid for one placement, and its power-law fit.
 

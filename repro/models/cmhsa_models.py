@@ -22,10 +22,12 @@ from .vit import VisionTransformer
 
 PAPER = dict(img_size=224, patch_size=16, in_chans=3, num_classes=100, depth=6, mlp_ratio=4.0)
 SMALL = dict(PAPER, img_size=32, patch_size=8)
-# no first_conv: the identity patch embedding has no convolution for timm to adapt to other in_chans
+# first_conv: the identity patch embedding has no weights, so the first layer to see the pixels' values is
+# the first block's convolution (1st phase) or its query/key/value projection (2nd phase)
+FIRST = {"conv": "blocks.0.attn.conv", "attn": "blocks.0.attn.qkv"}
 default_cfgs = generate_default_cfgs({
     f"repro_cmhsa_{kind}{suffix}": pretrained_cfg(f"{row} (CMHSA Table 1){note}", "cmhsa", size["img_size"],
-                                                  size["num_classes"], first_conv=None)
+                                                  size["num_classes"], first_conv=FIRST[kind.rpartition("_")[2]])
     for kind, row in (("3_conv", "CMHSA-3 (1st phase)"), ("5_conv", "CMHSA-5 (1st phase)"),
                       ("attn", "CMHSA (2nd phase)"))
     for suffix, size, note in (("", PAPER, ""), ("_c32", SMALL, ", at 32 px / patch 8"))})

@@ -6,8 +6,8 @@ tools (``features_only=True``, ``list_models(name_matches_cfg=True)``) work on i
 - input size, and the classes of the dataset the paper trains that row on;
 - mean/std: the ImageNet statistics, which DeiT and ConViT use for every dataset (repro/conf/data/*.yaml);
 - crop: 1.0 at 32 px (CIFAR is evaluated uncropped), DeiT's 0.875 above, as repro.data's eval transform;
-- bicubic interpolation (DeiT); ``classifier`` and ``first_conv`` (None for the identity patch embedding of
-  CMHSA: no convolution sees the pixels first);
+- bicubic interpolation (DeiT); ``classifier`` and ``first_conv`` (for CMHSA's identity patch embedding, the
+  first layer with weights that sees the pixels);
 - ``paper_name`` / ``paper_ids`` (the paper) and ``description`` (its table and row).
 A model built at another size gets a cfg with its own input size and that size's crop.
 """
@@ -37,7 +37,7 @@ def crop_pct(img_size: int | tuple[int, int]) -> float:
 
 
 def pretrained_cfg(description: str, paper: str, img_size: int = 224, num_classes: int = 1000,
-                   first_conv: str | None = "patch_embed.proj") -> dict:
+                   first_conv: str = "patch_embed.proj") -> dict:
     """A weightless timm pretrained cfg for a model of ``paper`` (a key of PAPERS) taking ``img_size`` px."""
     name, arxiv = PAPERS[paper]
     return dict(input_size=(3, img_size, img_size), fixed_input_size=True, interpolation="bicubic",

@@ -10,8 +10,10 @@ from __future__ import annotations
 import torch
 from timm.layers import resample_abs_pos_embed
 from torch import nn
+from ..functions import register
 
 
+@register("models.at_new_resolution")
 def at_new_resolution(source: nn.Module, model: nn.Module) -> nn.Module:
     """Write ``source``'s weights into ``model`` (same architecture, another image size), the position
     embedding resampled from the source's patch grid to the model's."""

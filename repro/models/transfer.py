@@ -53,12 +53,20 @@ import math
 import torch
 from torch import nn
 
+from ..functions import register
 from .attention import Attention, TalkingHeadsAttention
 from .conv_phase import PatchConvolution
 from .vit import VisionTransformer
 
 BIAS_FORMS = ("one_hot", "quadratic")
 DEFAULT_SCALE = 30.0
+
+
+def bias_scale(img_size: int, patch_size: int, mass: float = 0.9) -> float:
+    """Lemma 2 scale c for training: one-hot bias putting ``mass`` of each head's attention on its target
+    offset for an interior query of an N-patch grid, e^c / (e^c + N - 1) = mass."""
+    n = (img_size // patch_size) ** 2
+    return round(math.log(mass / (1 - mass) * (n - 1)), 2)
 
 
 def neighbourhood_radius(kernel_size: int, patch_size: int) -> int:
@@ -195,6 +203,7 @@ def _check_transfer(conv: nn.Conv2d, attn: Attention, patch_size: int) -> tuple[
     return radius, offsets
 
 
+@register("models.conv_to_mhsa")
 def conv_to_mhsa(conv_model: VisionTransformer, attn_model: VisionTransformer | None = None,
                  num_heads: int | None = None, scale: float = DEFAULT_SCALE, bias_form: str = "one_hot",
                  keep_qk: bool = False, **attn_kwargs) -> VisionTransformer:

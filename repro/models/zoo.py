@@ -27,7 +27,7 @@ ZOO_FILE = Path(__file__).resolve().parents[2] / "papers" / "zoo.yaml"
 
 
 def agrees(measured: float, printed, convention: str = "round") -> bool | None:
-    """The report's rule (repro.spec.prints_as): would ``measured`` print as ``printed`` under the paper's
+    """The report's rule (repro.paper.prints_as): would ``measured`` print as ``printed`` under the paper's
     convention, rounding ("27M" is 26.5M-27.5M) or truncation ("27M" is 27M-28M)?"""
     if printed is None:
         return None

@@ -8,6 +8,9 @@ of the sequence) so that one ``layerwise`` loop can drive all of them:
 - ``patch_cosine_similarity``: CosSim(h) = 1/(n(n-1)) sum_{i != j} cos(h_i, h_j) over the n patch tokens
   (patch diversification, Fig. 2a), in O(n d) through ||sum_i u_i||^2 = sum_i ||u_i||^2 + sum_{i!=j} u_i.u_j.
 - ``attention_std``: the std of each query's softmax row, averaged over heads and queries (Fig. 2b).
+
+``diversity_curve`` (Aug-ViT Figs. 2-3) and ``oversmoothing_metrics`` (patch diversification Fig. 2) put
+them together per model; the cross-paper table measures both on every model, so they live here.
 """
 from __future__ import annotations
 
@@ -123,3 +126,34 @@ def layerwise(model: nn.Module, images: torch.Tensor, fn: Callable[..., torch.Te
     finally:
         model.train(was_training)
     return out
+
+
+def diversity_curve(model: nn.Module, images: torch.Tensor) -> dict[str, list[float]]:
+    """r(Z_l)/r(Z_0) for l = 0..L over all tokens (class token included: it is a row of Z), and r(Z_l)/||Z_l||_F.
+
+    Works on any repro ViT, trained or not; one forward pass gives both (batch means).
+    """
+    relative = []
+
+    def both(z: torch.Tensor, num_prefix_tokens: int = 0) -> torch.Tensor:
+        relative.append(float(relative_diversity(z, num_prefix_tokens).mean()))
+        return feature_diversity(z, num_prefix_tokens)
+
+    r = layerwise(model, images, both, include_input=True, drop_prefix=False)
+    return {"ratio": [v / r[0] for v in r], "relative": relative}
+
+
+def oversmoothing_metrics(model: nn.Module, images: torch.Tensor) -> dict:
+    """Figure 2's two curves and their final-layer values for ``model`` on ``images``."""
+    cos = layerwise(model, images, patch_cosine_similarity)
+    std = layerwise(model, images, attention_std, on="attention")
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            tokens = model.forward_features(images)
+    finally:
+        model.train(was_training)
+    n = num_patches(model)
+    return {"cossim_layers": cos, "attn_std_layers": std, "cossim_last": cos[-1], "attn_std_last": std[-1],
+            "cossim_norm": float(patch_cosine_similarity(tokens, tokens.shape[1] - n).mean())}

@@ -11,7 +11,7 @@ from contextlib import nullcontext
 import torch
 from torch import nn
 
-from ..records import device_name
+from ..train.machine import device_name
 
 
 def _autocast(device: torch.device, amp: bool):

@@ -1,18 +1,19 @@
 """Records -> comparisons -> verdicts: the one code path behind the report, the index and the notebook.
 
 Why one module: a verdict shown in the notebook must be the verdict in the report; both call ``assess``
-with the same experiment design (which cells each scale runs, which claims it is designed to resolve).
+with the same experiment design, read from the plans (results/<id>/<scale>/plan.json: which cells each
+scale runs, which claims it is designed to resolve, the models it trains), never from paper code.
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
+from pathlib import Path
 
+from repro.plan.store import read_plan
 from repro.report.claims import Verdict, judge_all, judge_preconditions
-from repro.report.compare import Comparison, compare
+from repro.report.cells import Comparison, compare
 from repro.report.provenance import setting
-from repro.runs import SCALES, ConfigError, paper_runs
-from repro.spec import Paper
+from repro.paper import Paper
 
 
 @dataclass
@@ -23,28 +24,37 @@ class Assessment:
     settings: dict[str, str]      # scale -> what was trained there, in words (provenance.setting)
 
 
-def defined_cells(paper_id: str, scales: list[str]) -> dict[str, set] | None:
-    """Per scale, the (table, row, column) cells papers/<id>/experiments.py runs there: the report then
-    offers a command only for cells that command would fill. None for a paper without experiments."""
-    try:
-        return {s: {(r.table, r.cell["row"], col) for r in paper_runs(paper_id, s) for col in r.cell["columns"]}
-                for s in scales if s in SCALES}
-    except (ConfigError, ImportError):
-        return None
-
-
-def resolves(paper_id: str) -> dict[str, set]:
-    """Per scale, the training claims papers/<id>/experiments.py says that scale is designed to resolve."""
-    try:
-        mod = importlib.import_module(f"papers.{paper_id}.experiments")
-    except ImportError:
-        return {}
-    return {str(k): set(v) for k, v in (getattr(mod, "RESOLVES", None) or {}).items()}
-
-
-def assess(paper: Paper, records: list[dict], bad: list | None = None) -> Assessment:
-    """Compare a paper's records with its printed numbers and judge every claim and precondition."""
+def read_plans(paper_id: str, records: list[dict], results_dir: Path) -> dict[str, dict]:
+    """scale -> plan.json, for each scale that has records and a plan."""
     scales = sorted({str(r.get("scale")) for r in records})
-    cmp = compare(paper, records, bad, defined_cells(paper.id, scales), resolves(paper.id))
-    settings = {s: setting([r for r in records if str(r.get("scale")) == s]) for s in cmp.scales}
+    return {s: plan for s in scales if (plan := read_plan(paper_id, s, results_dir)) is not None}
+
+
+def defined_cells(plans: dict[str, dict]) -> dict[str, set]:
+    """Per scale, the (table, row, column) cells its plan runs: the report then offers a command only for
+    cells that command would fill (a scale without a plan: unknown, every cell offered)."""
+    return {s: {tuple(cell) for cell in plan["cells"]} for s, plan in plans.items()}
+
+
+def resolves(plans: dict[str, dict]) -> dict[str, set]:
+    """Per scale, the training claims the paper's experiments say that scale is designed to resolve."""
+    out: dict[str, set] = {}
+    for plan in plans.values():
+        for scale, claims in (plan.get("resolves_by_scale") or {}).items():
+            out.setdefault(scale, set()).update(claims)
+    return out
+
+
+def models(plans: dict[str, dict]) -> dict[str, dict]:
+    """Registered model name -> its constructor arguments, from every plan."""
+    return {name: arch for plan in plans.values() for name, arch in (plan.get("models") or {}).items()}
+
+
+def assess(paper: Paper, records: list[dict], bad: list | None = None,
+           plans: dict[str, dict] | None = None) -> Assessment:
+    """Compare a paper's records with its printed numbers and judge every claim and precondition."""
+    plans = plans or {}
+    arch = models(plans)
+    cmp = compare(paper, records, bad, defined_cells(plans), resolves(plans), arch)
+    settings = {s: setting([r for r in records if str(r.get("scale")) == s], arch) for s in cmp.scales}
     return Assessment(cmp, judge_all(cmp), judge_preconditions(cmp), settings)

@@ -1,7 +1,7 @@
 """Build a paper's report (REPORT.md, report.html, figures, summary.json, notebook) and results/index.html.
 
-Reads only papers/<id>/paper.yaml and results/<id>/<scale>/records/*.json: a report can always be
-rebuilt from committed records, and never trains.
+Reads only papers/<id>/paper.yaml, results/<id>/<scale>/plan.json and the records beside it: a report can
+always be rebuilt from committed records, and never trains or imports paper code, models or torch.
 """
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ from pathlib import Path
 
 from repro.records import atomic_write_bytes, load_records
 from repro.report import figures, html, markdown, notebook
-from repro.report.assess import Assessment, assess
-from repro.report.compare import index_records
+from repro.report.assess import Assessment, assess, read_plans
+from repro.report.cells import index_records
 from repro.report.datafiles import cell_rows, cells_csv, claims_csv, comparisons_csv
 from repro.report.featured import featured
 from repro.report.glance import first_screen
 from repro.report.provenance import commits
 from repro.report.summary import claim_entry
 from repro.report.tally import headline, headline_text, tally
-from repro.spec import SpecError, load_paper, paper_ids
+from repro.paper import SpecError, load_paper, paper_ids
 
 
 class UnknownPaper(KeyError):
@@ -83,7 +83,7 @@ def build_report(paper_id: str, papers_dir: Path = Path("papers"), results_dir: 
         raise UnknownPaper(paper_id, paper_ids(papers_dir))
     paper = load_paper(spec)
     records, bad = load_records(paper_id, root=results_dir)
-    a = assess(paper, records, bad)
+    a = assess(paper, records, bad, read_plans(paper_id, records, results_dir))
     cmp = a.cmp
     out = results_dir / paper_id
     fig_dir = out / "figures"

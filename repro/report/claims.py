@@ -15,13 +15,13 @@ A verdict is only as strong as its evidence and only as broad as its setting:
 """
 from __future__ import annotations
 
-from repro.report.compare import NOT_REPRODUCED, Comparison, reproduce_command
-from repro.report.comparisons import (FAILS, HOLDS, INCONCLUSIVE, INVALID, JUDGED, MIN_ROUNDS, MIN_SEEDS,  # noqa: F401
+from repro.report.cells import NOT_REPRODUCED, Comparison, reproduce_command
+from repro.report.pairwise import (FAILS, HOLDS, INCONCLUSIVE, INVALID, JUDGED, MIN_ROUNDS, MIN_SEEDS,  # noqa: F401
                                       NOT_DESIGNED, NOT_RESOLVABLE, NOT_RUN, NOT_TESTABLE, OUTSIDE, RESOLVED, SMOKE,
                                       TIMING, Check, Verdict, _fmt, alternated, numbers, check_pair, finish, on_paper,
                                       resolvable_effect, verdict_label)
 from repro.runs import is_smoke
-from repro.spec import Claim, Ref
+from repro.paper import Claim, Ref
 
 _METHODS = {"welch": "one-sided Welch t-test across seeds",
             "t1samp": "one-sided one-sample t-test across seeds",

@@ -15,7 +15,7 @@ import math
 from scipy import stats
 
 from repro.report.assess import Assessment
-from repro.report.compare import CITED, Cell, Comparison
+from repro.report.cells import CITED, Cell, Comparison
 from repro.report.glance import row as claim_row
 
 CELL_FIELDS = ["paper", "table", "row", "column", "scale", "dataset", "fraction", "model", "params", "epochs", "unit",

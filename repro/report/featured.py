@@ -11,7 +11,7 @@ from pathlib import Path
 from repro.report.figures import EXPLAINS
 from repro.report.html import _png_data
 from repro.runs import is_smoke
-from repro.spec import Paper
+from repro.paper import Paper
 
 SCALE_ORDER = ("full", "small", "cpu")  # strongest evidence first; smoke scales last
 

@@ -20,10 +20,10 @@ import numpy as np
 from matplotlib.figure import Figure as MplFigure
 from matplotlib.ticker import MaxNLocator
 
-from repro.report.compare import MEASURED, Comparison, reproduce_command
+from repro.report.cells import MEASURED, Comparison, reproduce_command
 from repro.report.provenance import data_label
 from repro.report.stats import compare_means
-from repro.spec import Figure
+from repro.paper import Figure
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
 MARKERS = ("o", "s", "^", "D", "v", "P")      # with line styles, series stay apart where they overlap

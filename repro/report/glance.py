@@ -10,12 +10,12 @@ The rows are stored in summary.json (``first_screen``) and drawn from there by t
 from __future__ import annotations
 
 from repro.report.assess import Assessment
-from repro.report.compare import Comparison, order_scales
-from repro.report.comparisons import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, OUTSIDE, Check, Verdict, decisive, p_sides
+from repro.report.cells import Comparison, order_scales
+from repro.report.pairwise import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, OUTSIDE, Check, Verdict, decisive, p_sides
 from repro.report.provenance import _joined, as_dict, data_label, model_label
 from repro.report.tally import headline, headline_text, kind
 from repro.runs import is_smoke
-from repro.spec import Paper, Ref
+from repro.paper import Paper, Ref
 
 CENTRAL = ("training", "ours", "cited")  # claims about training outcomes; theory and timing are counted below
 SHOWN = (HOLDS, FAILS, OUTSIDE, INCONCLUSIVE, NOT_TESTABLE, "not resolvable")

@@ -12,7 +12,7 @@ import jinja2
 
 from repro.report.assess import Assessment
 from repro.report.claims import verdict_label
-from repro.report.compare import DETAIL_HEADERS, MEASURED, Cell, Comparison, cost_text, unique_scales
+from repro.report.cells import DETAIL_HEADERS, MEASURED, Cell, Comparison, cost_text, unique_scales
 from repro.report.figures import RenderedFigure
 from repro.report.glance import chip, first_screen, forest_svg, precondition_row, row_models, short
 from repro.report.provenance import describe

@@ -8,7 +8,7 @@ from tabulate import tabulate
 
 from repro.report.assess import Assessment
 from repro.report.claims import verdict_label
-from repro.report.compare import DETAIL_HEADERS, MEASURED, Cell, Comparison, TableView, cost_text, unique_scales
+from repro.report.cells import DETAIL_HEADERS, MEASURED, Cell, Comparison, TableView, cost_text, unique_scales
 from repro.report.figures import RenderedFigure
 from repro.report.glance import first_screen, row_models
 from repro.report.provenance import describe

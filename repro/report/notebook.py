@@ -18,7 +18,6 @@ import io
 import json
 import os
 import re
-import sys
 import traceback
 from pathlib import Path
 
@@ -28,10 +27,11 @@ from nbformat import v4
 
 from repro.records import load_records
 from repro.report import figures, html
-from repro.report.assess import assess
+from repro.report.assess import assess, read_plans
+from repro.report.datafiles import cell_rows, cells_csv
 from repro.report.provenance import describe
 from repro.report.tally import tally
-from repro.spec import load_paper
+from repro.paper import load_paper
 
 _CODE_DIR = Path(__file__).resolve().parent
 
@@ -83,18 +83,15 @@ class ReportView:
         papers_dir = Path(papers_dir) if papers_dir is not None else root / "papers"
         self.results_dir = Path(results_dir) if results_dir is not None else root / "results"
         self.paper = load_paper(papers_dir / paper_id / "paper.yaml")
-        if str(papers_dir.resolve().parent) not in sys.path:  # papers.<id>.experiments: what each scale resolves
-            sys.path.insert(0, str(papers_dir.resolve().parent))
         records, bad = load_records(paper_id, root=self.results_dir)
-        self.assessment = assess(self.paper, records, bad)  # the report's own code path
+        plans = read_plans(paper_id, records, self.results_dir)
+        self.assessment = assess(self.paper, records, bad, plans)  # the report's own code path
         self.cmp, self.verdicts = self.assessment.cmp, self.assessment.verdicts
 
     @property
     def cells_csv(self):
         """results/<id>/cells.csv (one row per table cell and scale), or the same rows rebuilt from the
         records when the report has not written it: either way, input for ``pandas.read_csv``."""
-        from repro.report.build import cell_rows, cells_csv
-
         path = self.results_dir / self.paper.id / "cells.csv"
         return path if path.is_file() else io.StringIO(cells_csv(cell_rows(self.cmp)))
 
@@ -314,12 +311,22 @@ def kernel_available() -> bool:
         return False
 
 
+# The repro modules outside this package that the report imports (tests/test_import_rules.py checks the list).
+SHARED_CODE = ("__init__.py", "errors.py", "functions.py", "paper.py", "records.py", "runs.py", "plan/__init__.py",
+               "plan/store.py")
+
+
+def code_files() -> list[Path]:
+    """The code behind the notebook's outputs: this package (modules and templates) and ``SHARED_CODE``."""
+    return [*sorted(_CODE_DIR.rglob("*.py")), *sorted(_CODE_DIR.rglob("*.j2")),
+            *(_CODE_DIR.parent / name for name in SHARED_CODE)]
+
+
 def inputs_digest(paper_yaml: Path, results_dir: Path, paper_id: str) -> str:
-    """Hash of everything the notebook's outputs depend on: paper.yaml, record files, report code."""
+    """Hash of everything the notebook's outputs depend on: paper.yaml, the plans, the records, the code."""
     h = hashlib.sha256()
-    files = [paper_yaml, *sorted((Path(results_dir) / paper_id).glob("*/records/*.json")),
-             *sorted(_CODE_DIR.rglob("*.py")), *sorted(_CODE_DIR.rglob("*.j2")),
-             _CODE_DIR.parent / "spec.py", _CODE_DIR.parent / "records.py"]
+    folder = Path(results_dir) / paper_id
+    files = [paper_yaml, *sorted(folder.glob("*/plan.json")), *sorted(folder.glob("*/records/*.json")), *code_files()]
     for f in files:
         h.update(str(f.name).encode())
         h.update(f.read_bytes())

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+from repro.functions import short_name
+
 
 DATASET_NAMES = {"cifar10_jpeg": "CIFAR-10 (JPEG q75)", "cifar10": "CIFAR-10", "cifar100": "CIFAR-100",
                  "imagenet": "ImageNet-1k"}  # how results on each dataset are labelled (data README)
@@ -67,7 +69,7 @@ def params_text(n: float) -> str:
     return f"{n / 1e6:.2f}M" if n < 9.995e6 else f"{n / 1e6:.3g}M"
 
 
-def protocol_parts(rec: dict) -> dict:
+def protocol_parts(rec: dict, models: dict | None = None) -> dict:
     """What one run measured on, for a reader comparing it with the paper: data, model, shape, epochs."""
     config = as_dict(rec.get("config"))
     args, model, source = as_dict(config.get("args")), as_dict(config.get("model")), as_dict(config.get("source"))
@@ -76,8 +78,8 @@ def protocol_parts(rec: dict) -> dict:
     if not model.get("name"):
         if source:
             return {"model": f"{source.get('table')}/{as_dict(source.get('cell')).get('row')}'s runs"}
-        return {"model": str(config.get("probe") or "unspecified").rpartition(":")[2]}
-    arch = _architecture(config)
+        return {"model": short_name(config.get("probe") or "unspecified")}
+    arch = _architecture(config, models)
     shape = " ".join(f"{label} {arch[k]}" for k, label in (("depth", "depth"), ("embed_dim", "width"),
                                                             ("num_heads", "heads"), ("patch_size", "patch")) if k in arch)
     out = {"data": data_label(config), "model": str(model["name"]), "shape": shape, "label": model_label(rec),
@@ -177,11 +179,14 @@ def _joined(values) -> str:
     return "/".join(map(str, vals)) if len(vals) <= 3 else f"{vals[0]}-{vals[-1]}"
 
 
-def _architecture(config: dict) -> dict:
-    from repro.models.registry import architecture  # lazy: the report reads records, it builds no model
-    model = as_dict(config.get("model"))
-    kwargs = as_dict(model.get("kwargs"))
-    return architecture(str(model.get("name")), kwargs) or kwargs  # not in the registry: what the run set
+def _architecture(config: dict, models: dict | None) -> dict:
+    """The model's constructor arguments after its kwargs, from the plan's ``models`` (registered name ->
+    arguments; the report builds no model); a model the plans do not name: the kwargs the run set."""
+    model, models = as_dict(config.get("model")), models or {}
+    kwargs, name = as_dict(model.get("kwargs")), str(model.get("name"))
+    if name not in models and kwargs.get("base") in models:  # a paper's wrapper around a registered model
+        name = kwargs["base"]
+    return {**models[name], **kwargs} if name in models else kwargs
 
 
 def _params(records: list[dict]) -> str:
@@ -198,7 +203,7 @@ def _seeds(records: list[dict]) -> str:
     return f"{seeds} seed{'s' if seeds != '1' else ''}"
 
 
-def setting(records: list[dict]) -> str:
+def setting(records: list[dict], models: dict | None = None) -> str:
     """One scale's training in words a reader cannot miss: 'depth 6, width 96/108, 6/9 heads, patch 4
     (0.68M-0.9M params); 10 epochs at full data (x 1/f on a fraction f); CIFAR-10 (JPEG q75) (32 px); 3 seeds'.
     Why: a training verdict is a statement about this setting, so every verdict carries it. A scale with
@@ -207,7 +212,7 @@ def setting(records: list[dict]) -> str:
     if not train:
         return f"probes only (no training); {_seeds(records)}" if records else "probes only (no training)"
     configs = [as_dict(r.get("config")) for r in train]
-    arch = [_architecture(c) for c in configs]
+    arch = [_architecture(c, models) for c in configs]
     shape = ", ".join(f"{label} {_joined(a.get(k) for a in arch)}" for k, label in
                       (("depth", "depth"), ("embed_dim", "width"), ("num_heads", "heads"), ("patch_size", "patch"))
                       if any(a.get(k) is not None for a in arch))

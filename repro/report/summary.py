@@ -6,7 +6,7 @@ needs the values the statistic text is written from.
 """
 from __future__ import annotations
 
-from repro.report.comparisons import Check, Verdict, decisive, p_sides
+from repro.report.pairwise import Check, Verdict, decisive, p_sides
 from repro.report.tally import kind
 
 

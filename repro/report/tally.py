@@ -6,8 +6,8 @@ reproduce. Only the paper's own training claims make the headline's count; the r
 """
 from __future__ import annotations
 
-from repro.report.compare import Cell, Comparison
-from repro.report.comparisons import (FAILS, HOLDS, INCONCLUSIVE, NOT_DESIGNED, NOT_RESOLVABLE, NOT_RUN,
+from repro.report.cells import Cell, Comparison
+from repro.report.pairwise import (FAILS, HOLDS, INCONCLUSIVE, NOT_DESIGNED, NOT_RESOLVABLE, NOT_RUN,
                                       NOT_TESTABLE, OUTSIDE, SMOKE, JUDGED, Verdict, _cell)
 from repro.report.provenance import as_dict, data_label
 from repro.runs import is_smoke

@@ -21,7 +21,8 @@ from timm.utils import random_seed
 from tqdm import tqdm
 
 from ..data import build_data
-from ..records import _jsonable, device_name, record_path
+from ..records import _jsonable, record_path
+from .machine import device_name
 from ..runs import ConfigError, RunSpec, cache_root, run_dir, source_spec
 from . import checkpoint, preempt
 from .ddp import Dist, all_reduce, any_rank, barrier

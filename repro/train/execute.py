@@ -7,7 +7,9 @@ import traceback
 import yaml
 
 from .. import records
-from ..runs import RunSpec, import_object, run_dir
+from ..functions import lookup
+from ..runs import RunSpec, run_dir
+from . import machine
 from .engine import Runtime, train
 
 # Statuses a rerun leaves alone: a diverged run is a result, not something to retry forever.
@@ -33,12 +35,12 @@ def make_record(spec: RunSpec, rt: Runtime, status: str, metrics: dict, provenan
     return {"run_id": spec.run_id, "paper": spec.paper, "table": spec.table, "cell": spec.cell,
             "scale": spec.scale, "seed": spec.seed, "kind": spec.kind, "status": status,
             "metrics": metrics, "config": {**spec.config, "runtime": runtime},
-            "provenance": {**(started or records.provenance(rt.dist.world_size)), **provenance}}
+            "provenance": {**(started or machine.provenance(rt.dist.world_size)), **provenance}}
 
 
 def execute(spec: RunSpec, rt: Runtime, write: bool = True) -> dict:
     """Run one spec and (rank 0, unless write=False) write its record; returns the record."""
-    start, started = time.perf_counter(), records.provenance(rt.dist.world_size)
+    start, started = time.perf_counter(), machine.provenance(rt.dist.world_size)
     if write and rt.dist.is_main:
         out = run_dir(spec)
         out.mkdir(parents=True, exist_ok=True)
@@ -46,7 +48,7 @@ def execute(spec: RunSpec, rt: Runtime, write: bool = True) -> dict:
                                                          "seed": spec.seed, "config": spec.config},
                                                         sort_keys=False))
     if spec.kind == "probe":
-        metrics = import_object(spec.config["probe"])(spec.config)
+        metrics = lookup(spec.config["probe"])(spec.config)
         if not isinstance(metrics, dict):
             raise TypeError(f"probe {spec.config['probe']} returned {type(metrics).__name__}, not a dict")
         rec = make_record(spec, rt, "finished", metrics, {"wall_s": time.perf_counter() - start}, started)

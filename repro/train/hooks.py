@@ -1,17 +1,17 @@
 """Paper-specific measurements and loss terms, plugged into training by import path.
 
 A train run's config may list
-- ``probes``: ``["pkg.mod:fn", {"fn": "pkg.mod:fn", "every_epoch": true, **kwargs}]``; each is
+- ``probes``: ``["<name>", {"fn": "<name>", "every_epoch": true, **kwargs}]``; each is
   called as ``fn(model, ctx, **kwargs) -> dict`` on the trained model (and after every epoch when
   ``every_epoch``), where ``ctx`` is a ``ProbeContext`` (config, device, a fixed batch of test
   images and labels, epoch, step, the history rows of the epochs finished so far, so that an
   end-of-training probe can turn per-epoch values into curves, and the RunSpec). The dicts are merged into the
   record's metrics (end) and into each epoch's history row (every_epoch).
-- ``losses``: ``[{"fn": "pkg.mod:factory", "weight": 1.0, **kwargs}]``; ``factory(model, **kwargs)``
+- ``losses``: ``[{"fn": "<name>", "weight": 1.0, **kwargs}]``; ``factory(model, **kwargs)``
   is called once on the bare model (before compile / DDP, so it may register forward hooks to read
   features) and returns ``term(images, targets, logits) -> scalar tensor``; the loss trained is
   the recipe's criterion + sum of weight x term.
-- ``objective``: ``{"fn": "pkg.mod:factory", **kwargs}``, for losses that must change the batch or run
+- ``objective``: ``{"fn": "<name>", **kwargs}``, for losses that must change the batch or run
   the model themselves (e.g. mixing patches across images). ``factory(model, criterion=...,
   num_classes=..., **kwargs)`` gets the bare model and the recipe's criterion and returns an
   ``nn.Module`` called as ``objective(images, targets) -> (loss, {term name: scalar})`` in place of
@@ -28,7 +28,8 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from ..runs import ConfigError, import_object
+from ..functions import lookup
+from ..runs import ConfigError
 
 
 @dataclass
@@ -63,7 +64,7 @@ def _entries(items) -> list[dict]:
 def build_losses(items, model: torch.nn.Module) -> list[LossTerm]:
     terms = []
     for e in _entries(items):
-        factory = import_object(e.pop("fn"))
+        factory = lookup(e.pop("fn"))
         weight = float(e.pop("weight", 1.0))
         terms.append(LossTerm(getattr(factory, "__name__", "loss"), weight, factory(model, **e)))
     return terms
@@ -75,7 +76,7 @@ def build_objective(entry, model: nn.Module, criterion, num_classes: int) -> nn.
         return None
     e = _entries([entry])[0]
     name = e.pop("fn")
-    objective = import_object(name)(model, criterion=criterion, num_classes=num_classes, **e)
+    objective = lookup(name)(model, criterion=criterion, num_classes=num_classes, **e)
     if not isinstance(objective, nn.Module):
         raise ConfigError(f"objective {name!r} returned {type(objective).__name__}; the factory must return an "
                           f"nn.Module called as objective(images, targets) -> (loss, terms)")
@@ -98,7 +99,7 @@ def probe_list(items) -> list[tuple[Callable, bool, dict]]:
     """(function, every_epoch, kwargs) for each configured probe; imports checked up front."""
     out = []
     for e in _entries(items):
-        fn = import_object(e.pop("fn"))
+        fn = lookup(e.pop("fn"))
         every = bool(e.pop("every_epoch", False))
         out.append((fn, every, e))
     return out

@@ -1,6 +1,6 @@
 """Start a run from another run's final model (two-phase training, e.g. a conv phase then attention).
 
-``config["init"] = {"from": source.as_source(), "fn": "pkg.mod:fn", "kwargs": {...}}`` (repro/runs.py).
+``config["init"] = {"from": source.as_source(), "fn": "<registered name>", "kwargs": {...}}`` (repro/runs.py).
 Before the first step of a fresh run (not on resume: the checkpoint already holds the trained
 weights) the engine builds the source run's model, loads the source's final weights and calls
 ``fn(source_model, model, **kwargs)``, which writes into ``model`` in place.
@@ -22,7 +22,8 @@ import torch
 
 from .. import records
 from .ddp import Dist, all_reduce
-from ..runs import RunSpec, final_checkpoint, import_object, source_spec
+from ..functions import lookup
+from ..runs import RunSpec, final_checkpoint, source_spec
 from . import checkpoint
 from .model import create_model
 
@@ -53,7 +54,7 @@ def init_from_source(model: torch.nn.Module, spec: RunSpec, num_classes: int, de
     """Apply ``spec.config['init']`` to ``model``; returns the source model (eval mode)."""
     source = source_spec(spec)
     init = spec.config["init"]
-    fn = import_object(init["fn"])
+    fn = lookup(init["fn"])
     src_model = create_model(source.config, num_classes).to(device)
     if trained:
         checkpoint.restore_module(src_model, source_weights(source), final_checkpoint(source))

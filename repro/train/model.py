@@ -11,6 +11,8 @@ import importlib
 import timm
 import torch
 
+import repro.models  # noqa: F401  (registers the repro_* names with timm)
+
 from ..runs import ConfigError
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from repro.records import RecordError
 from repro.report.provenance import as_dict, hardware_label, protocol_label, protocol_parts
-from repro.spec import Column, Paper, PaperValue, Ref, Table, decimals_of, prints_as
+from repro.paper import Column, Paper, PaperValue, Ref, Table, decimals_of, prints_as
 
 SCALE_ORDER = ("full", "small", "cpu", "tiny")  # most informative first: pages lead with it
 
@@ -397,7 +397,7 @@ def test_set_size(data: dict) -> int | None:
     return FULL_TEST_SET.get(str(data.get("name")))
 
 
-def _measured_cell(table: Table, row, col: Column, scale: str | None, runs) -> Cell:
+def _measured_cell(table: Table, row, col: Column, scale: str | None, runs, models: dict | None = None) -> Cell:
     paper = row.values.get(col.key)
     cell = Cell(table.id, row.key, col, scale, paper, NOT_RUN, printed=table.printed,
                 like_for_like=scale == "full" or table.is_scale_free(col.key))
@@ -419,7 +419,7 @@ def _measured_cell(table: Table, row, col: Column, scale: str | None, runs) -> C
             seed = rec.get("seed")
             seeds.append(seed if isinstance(seed, (int, str)) or seed is None else repr(seed))
             ids.append(rec["run_id"])
-    parts = [protocol_parts(rec) for rec, _ in finished]
+    parts = [protocol_parts(rec, models) for rec, _ in finished]
     sources: dict[str, list[str]] = {}
     for (rec, _), part in zip(finished, parts):
         sources.setdefault(protocol_label([part]), []).append(rec["run_id"])
@@ -487,7 +487,8 @@ def _derived_cell(table: Table, row, col: Column, scale, cells) -> Cell:
     return cell
 
 
-def table_view(paper: Paper, table: Table, scale: str | None, index, defined: set | None = None) -> TableView:
+def table_view(paper: Paper, table: Table, scale: str | None, index, defined: set | None = None,
+               models: dict | None = None) -> TableView:
     """Every cell of one table at one scale; ``defined``: the (table, row, column) cells this scale's
     experiments run, when known."""
     cells: dict[tuple[str, str], Cell] = {}
@@ -495,7 +496,7 @@ def table_view(paper: Paper, table: Table, scale: str | None, index, defined: se
         for col in table.columns:
             if not col.derived:
                 runs = index.get((scale, table.id, row.key, col.key), [])
-                cells[(row.key, col.key)] = cell = _measured_cell(table, row, col, scale, runs)
+                cells[(row.key, col.key)] = cell = _measured_cell(table, row, col, scale, runs, models)
                 if defined is not None and cell.status == NOT_RUN:
                     cell.scheduled = (table.id, row.key, col.key) in defined
         for col in table.columns:
@@ -536,11 +537,12 @@ def cost_text(cost: dict) -> str:
 
 
 def compare(paper: Paper, records: list[dict], bad: list[RecordError] | None = None,
-            defined: dict[str, set] | None = None, resolves: dict[str, set] | None = None) -> Comparison:
+            defined: dict[str, set] | None = None, resolves: dict[str, set] | None = None,
+            models: dict | None = None) -> Comparison:
     """Compare a paper's printed tables with its records, at every scale that has records.
 
-    ``defined`` maps a scale to the (table, row, column) cells its experiments run (see
-    build.defined_cells); cells outside it are marked as never run at that scale.
+    ``defined`` maps a scale to the (table, row, column) cells its plan runs (assess.defined_cells); cells
+    outside it are marked as never run at that scale. ``models``: the plans' registered model arguments.
     """
     index, problems = index_records(paper, records)
     problems = [str(p) for p in paper.problems] + [str(e) for e in (bad or [])] + problems
@@ -550,5 +552,5 @@ def compare(paper: Paper, records: list[dict], bad: list[RecordError] | None = N
     for table in paper.tables:
         own = order_scales({s for (s, t, *_r) in index if t == table.id}) if table.reproduced else []
         for scale in own or [None]:
-            views.append(table_view(paper, table, scale, index, (defined or {}).get(scale)))
+            views.append(table_view(paper, table, scale, index, (defined or {}).get(scale), models))
     return Comparison(paper, scales, views, records, index, problems, dict(resolves or {}), dict(defined or {}))

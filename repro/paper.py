@@ -675,7 +675,7 @@ def paper_ids(papers_dir: Path) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    """`python -m repro.spec papers/*/paper.yaml`: print every problem; exit 1 if there is any."""
+    """`python -m repro.paper papers/*/paper.yaml`: print every problem; exit 1 if there is any."""
     bad = 0
     for arg in argv or [str(p) for p in sorted(Path("papers").glob("*/paper.yaml"))]:
         try:

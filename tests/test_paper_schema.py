@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from repro import spec
-from repro.spec import SpecError, load_paper, parse_printed
+from repro.paper import SpecError, load_paper, parse_printed
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from repro.report.compare import DIVERGED, MEASURED, Cell, Comparison, binomial_se, derive
+from repro.report.cells import DIVERGED, MEASURED, Cell, Comparison, binomial_se, derive
 from repro.report.provenance import as_dict
 from repro.report.stats import Test, adjust, compare_means, rate_test, resolvable_effect
-from repro.spec import Claim, Paper, Ref
+from repro.paper import Claim, Paper, Ref
 
 HOLDS, FAILS, INCONCLUSIVE, NOT_RUN, INVALID = "holds", "fails", "inconclusive", "not run", "invalid"
 SMOKE, NOT_DESIGNED, TIMING = "smoke", "not designed", "timing"

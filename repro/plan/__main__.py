@@ -1,0 +1,38 @@
+"""`python -m repro.plan [--paper ID ...] [--scale S ...]`: write results/<id>/<scale>/plan.json for the default
+config (no command-line overrides); without --scale, every scale of the paper that has records or a plan."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import ConfigError
+from ..records import results_root
+from .build import compose, plan
+from .experiments import known_papers, paper_scales
+from .store import FILE, write_plan
+
+
+def _scales(paper: str) -> list[str]:
+    folder = results_root() / paper
+    return [s for s in paper_scales(paper) if (folder / s / "records").is_dir() or (folder / s / FILE).is_file()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m repro.plan", description=__doc__)
+    ap.add_argument("--paper", action="append", help="paper id (repeatable); default: every paper")
+    ap.add_argument("--scale", action="append", help="scale (repeatable); default: those with records")
+    args = ap.parse_args(argv)
+    try:
+        for paper in args.paper or known_papers():
+            for scale in args.scale or _scales(paper):
+                doc = plan(compose(paper, scale))
+                print(f"{write_plan(doc)}: {len(doc['runs'])} runs, {len(doc['cells'])} cells, "
+                      f"{len(doc['resolves'])} claims to resolve")
+    except ConfigError as e:
+        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""A paper at a scale -> its plan: every run resolved, with its id, the cells and claims of the scale,
+and what each run depends on.
+
+One run serves another in three ways, all named in the plan so that the scheduler and the report need
+not rediscover them: ``init`` (a train run starts from another run's final model), ``source`` (a probe
+reads another run's record or checkpoint, papers/convit/reuse.py) and ``twin`` (a run whose resolved
+config is an earlier run's, filed under another table: it shares that run's record).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..runs import RunSpec, check_unique, deep_merge, pointer_source, resolve, source_spec, with_sources
+from .experiments import known_papers, paper_runs, resolves, resolves_by_scale
+from .store import SCHEMA
+
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+
+
+def compose(paper: str, scale: str, overrides: list[str] | tuple = ()) -> dict:
+    """The Hydra config ``python -m repro reproduce paper=<paper> scale=<scale> [overrides]`` runs with."""
+    from hydra import compose as hydra_compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        cfg = hydra_compose("config", overrides=[f"paper={paper}", f"scale={scale}", *overrides])
+    return OmegaConf.to_container(cfg, resolve=True)
+
+
+def resolved_runs(c: dict, overrides: dict | None = None, tables: list[str] | None = None) -> list[RunSpec]:
+    """Every run of ``c['paper']`` at ``c['scale']`` resolved over the config ``c``, the command line's
+    ``overrides`` and the smoke / dry-run mode, each source run before its first dependent."""
+    if not c.get("paper"):
+        raise ConfigError(f"give paper=<id>; papers with experiments: {', '.join(known_papers()) or 'none'}")
+    specs = paper_runs(c["paper"], c["scale"], c.get("seeds"), tables)
+    mode = None
+    if c.get("smoke") and c.get("dry_run"):
+        raise ConfigError("smoke=true and dry_run=true exclude each other; pick one")
+    for name in ("smoke", "dry_run"):
+        if c.get(name):
+            mode = deep_merge({"mode": name}, c["modes"][name])
+    specs = [resolve(s, c, overrides, mode) for s in specs]
+    check_unique(specs)
+    return with_sources(specs)  # a run that starts from another's model needs that run first
+
+
+def _dependencies(spec: RunSpec, twin_of: dict[str, str]) -> dict:
+    pointer = pointer_source(spec.config) if spec.kind == "probe" else None
+    init = source_spec(spec)
+    deps = {"init": init.run_id if init else None, "source": pointer.run_id if pointer else None,
+            "twin": twin_of.get(spec.fingerprint)}
+    return {k: v for k, v in deps.items() if v and v != spec.run_id}
+
+
+def _models(specs: list[RunSpec]) -> dict[str, dict]:
+    """Each registered model a run builds -> its constructor arguments (depth, width, heads, ...): what the
+    report says was trained, read from the plan so that the report never imports a model."""
+    from ..models.registry import architecture
+
+    out = {}
+    for s in specs:
+        model = s.config.get("model") or {}
+        for name in (model.get("name"), (model.get("kwargs") or {}).get("base")):
+            if isinstance(name, str) and name not in out and (arch := architecture(name)):
+                out[name] = arch
+    return dict(sorted(out.items()))
+
+
+def plan(c: dict, overrides: dict | None = None) -> dict:
+    """The plan of ``c['paper']`` at ``c['scale']`` (plan.json's content): runs in order, cells, claims."""
+    specs = resolved_runs(c, overrides)
+    first: dict[str, str] = {}
+    runs = []
+    for s in specs:
+        runs.append({"run_id": s.run_id, "table": s.table, "cell": s.cell, "seed": s.seed, "kind": s.kind,
+                     "name": s.name, "fingerprint": s.fingerprint, "config": s.config,
+                     "depends_on": _dependencies(s, first)})
+        first.setdefault(s.fingerprint, s.run_id)
+    cells = sorted({(s.table, s.cell["row"], col) for s in specs for col in s.cell["columns"]})
+    scale = specs[0].scale if specs else c["scale"]  # a smoke plan is filed under <scale>-smoke, as its runs
+    return {"schema": SCHEMA, "paper": c["paper"], "scale": scale, "seeds": c.get("seeds"),
+            "resolves": resolves(c["paper"], c["scale"]), "resolves_by_scale": resolves_by_scale(c["paper"]),
+            "cells": [list(x) for x in cells],
+            "models": _models(specs), "runs": runs}

@@ -1,0 +1,95 @@
+"""The plan stage: plan.json holds every run with its resolved config and id, and every committed record is
+one of today's planned runs (its id recomputed from its own stored config)."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from repro import cli
+from repro.plan import store
+from repro.plan.build import compose, plan
+from repro.runs import RunSpec
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "results"
+SCALES_WITH_RECORDS = sorted({(p.parts[-4], p.parts[-3]) for p in RESULTS.glob("*/*/records/*.json")})
+
+
+def _records(paper: str, scale: str) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((RESULTS / paper / scale / "records").glob("*.json"))]
+
+
+def _stored_id(rec: dict) -> str:
+    """The record's id recomputed from what it stored (its config less the runtime it ran with)."""
+    config = {k: v for k, v in rec["config"].items() if k != "runtime"}
+    spec = RunSpec(rec["paper"], rec["table"], rec["cell"], rec["scale"], seed=rec["seed"], kind=rec["kind"],
+                   config=config)
+    return f"{rec['run_id'].rsplit('-', 1)[0]}-{spec.fingerprint}"
+
+
+def test_every_committed_record_is_a_run_of_todays_plan():
+    """Every committed record's id, recomputed from its stored config (import paths and all), is an id of
+    the committed plan and of the plan built now, with the same fingerprint: moving code orphaned none."""
+    assert len(SCALES_WITH_RECORDS) >= 13
+    for paper, scale in SCALES_WITH_RECORDS:
+        fresh = plan(compose(paper, scale))
+        committed = store.read_plan(paper, scale, RESULTS)
+        assert committed is not None, f"results/{paper}/{scale}/plan.json missing: python -m repro.plan"
+        assert store.dumps(committed) == store.dumps(fresh), f"{paper}/{scale}: plan.json is stale"
+        planned = {r["run_id"]: r for r in fresh["runs"]}
+        for rec in _records(paper, scale):
+            assert _stored_id(rec) == rec["run_id"], rec["run_id"]
+            assert rec["run_id"] in planned, f"{paper}/{scale}: {rec['run_id']} is in no planned run"
+            if not rec["provenance"].get("shared_from"):  # a shared record stores its twin's config
+                assert planned[rec["run_id"]]["fingerprint"] == rec["run_id"].rsplit("-", 1)[1]
+
+
+def test_plan_names_functions_by_registered_name_and_dependencies_by_id():
+    doc = plan(compose("convit", "cpu"))
+    text = json.dumps(doc["runs"])
+    assert not re.search(r'"(papers|repro)\.[\w.]+:\w+"', text), "an import path in a planned config"
+    ids = [r["run_id"] for r in doc["runs"]]
+    deps = [(r["run_id"], d) for r in doc["runs"] for d in r["depends_on"].values()]
+    assert deps and all(ids.index(d) < ids.index(run) for run, d in deps)  # a dependency comes first
+    by_id = {r["run_id"]: r for r in doc["runs"]}
+    pointer = next(r for r in doc["runs"] if r["table"] == "table5")  # probes Table 2's trained pair
+    assert by_id[pointer["depends_on"]["source"]]["table"] == "table2"
+    assert doc["resolves"] and {tuple(c) for c in doc["cells"]} >= {("table2", "f10", "deit_top1")}
+    assert doc["models"]["repro_convit_tiny9_c32"]["depth"] == 12  # the registered default, before kwargs
+
+
+def test_write_plan_is_atomic_and_leaves_an_unchanged_plan_alone(tmp_path):
+    doc = {"schema": store.SCHEMA, "paper": "p", "scale": "tiny", "runs": [{"b": 1, "a": 2}]}
+    path = store.write_plan(doc, tmp_path)
+    first = path.stat().st_mtime_ns
+    assert store.write_plan(json.loads(path.read_text()), tmp_path) == path and path.stat().st_mtime_ns == first
+    assert store.read_plan("p", "tiny", tmp_path) == doc and not list(path.parent.glob(".*tmp"))
+    path.write_text('{"schema": "other"}')
+    with pytest.raises(store.ConfigError, match="python -m repro.plan"):
+        store.read_plan("p", "tiny", tmp_path)
+
+
+@pytest.mark.parametrize("paper,scale", [("convit", "cpu"), ("respostln", "cpu")])  # pointers; the most runs
+def test_list_shows_every_committed_record_finished(paper, scale, capsys):
+    """``python -m repro list`` lists the plan's runs (the same resolution as above) with their status."""
+    assert cli.main(["list", f"paper={paper}", f"scale={scale}"]) == 0
+    status = {}  # run id -> the word after it in its row (the status column)
+    for line in capsys.readouterr().out.splitlines():
+        words = line.split()
+        status.update({w: words[i + 1] for i, w in enumerate(words[:-1]) if w.count("-") >= 3})
+    for rec in _records(paper, scale):
+        assert status.get(rec["run_id"]) == rec["status"] == "finished", rec["run_id"]
+
+
+def test_reproduce_writes_the_scales_whole_plan_before_its_runs(dirs):
+    """A command for one table still writes the scale's whole plan; the record it writes is a planned run."""
+    from conftest import fast_args
+
+    assert cli.main(["reproduce", *fast_args(dirs["pid"], "tables=[table1]", "report=false")]) == 0
+    doc = store.read_plan(dirs["pid"], "tiny", dirs["results"])
+    assert {r["table"] for r in doc["runs"]} == {"table1", "table2"} and len(doc["runs"]) == 3
+    (record,) = (dirs["results"] / dirs["pid"] / "tiny" / "records").glob("*.json")
+    assert record.stem in {r["run_id"] for r in doc["runs"] if r["table"] == "table1"}
