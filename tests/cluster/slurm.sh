@@ -64,7 +64,7 @@ EOF
   if ! cmp -s "$CONF.tmp" "$CONF"; then mv "$CONF.tmp" "$CONF"; else rm "$CONF.tmp"; fi
 }
 
-running() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+running() { [ -f "$1" ] && kill -0 "$(cat "$1" 2>/dev/null)" 2>/dev/null; }
 
 node_up() { sinfo -h -N -o %t 2>/dev/null | grep -qE '^(idle|mix|alloc)'; }
 
