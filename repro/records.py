@@ -153,6 +153,13 @@ def device_name(device=None) -> str:
     return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
 
 
+def trained_how(run_id: str, group: Iterable[str] = ()) -> dict:
+    """How a run was trained, for its record's provenance: alone, or fused into one batched model with
+    other runs (repro/train/fused.py), named by run id. Not part of the run id: the same run either way."""
+    others = sorted(r for r in group if r != run_id)
+    return {"trained": "fused", "fused_with": others} if others else {"trained": "alone"}
+
+
 def provenance(world_size: int = 1) -> dict:
     """Who/what/where of a run: versions, device, git state, start time."""
     import timm

@@ -21,7 +21,7 @@ from timm.utils import random_seed
 from tqdm import tqdm
 
 from ..data import build_data
-from ..records import _jsonable, device_name
+from ..records import _jsonable, device_name, trained_how
 from ..runs import ConfigError, RunSpec, cache_root, run_dir, source_spec
 from . import checkpoint, preempt
 from .ddp import Dist, all_reduce, any_rank, barrier
@@ -396,7 +396,7 @@ class _Run:
                       "images_per_s": spent["images"] / spent["train_s"] if spent["train_s"] else None,
                       "bf16": amp is torch.bfloat16, "amp": str(amp).replace("torch.", "") if amp else None,
                       "compile": self.rt.compile, "deterministic": self.rt.deterministic, "data": self.data.info,
-                      "fingerprint": self.spec.fingerprint}
+                      "fingerprint": self.spec.fingerprint, **trained_how(self.spec.run_id)}
         if self.source is not None:
             provenance["init_from"] = self.source.run_id
         if len(spent.get("devices", [])) > 1:
