@@ -36,6 +36,7 @@ from .train import ddp, preempt
 from .train.checkpoint import CheckpointError
 from .train.engine import Runtime, train
 from .train.execute import DONE, execute, failed_record, make_record, record_status, shared_record
+from .train.group import run_groups
 from .train.hooks import probe_list
 from .train.model import check_model, register_models
 
@@ -161,7 +162,7 @@ def _runtime(c: dict, dist):
     return Runtime(dist=dist, amp=r["amp"], compile=bool(r["compile"]), deterministic=bool(r["deterministic"]),
                    num_workers=int(workers), progress=bool(r["progress"]), tensorboard=bool(r["tensorboard"]),
                    check_every=int(check), probe_batch=int(r["probe_batch"]),
-                   checkpoint_every_s=float(r["checkpoint_every_s"]))
+                   checkpoint_every_s=float(r["checkpoint_every_s"]), fused=bool(r.get("fused", False)))
 
 
 def _nproc(c: dict) -> int:
@@ -236,8 +237,11 @@ def _run_specs(specs: list[RunSpec], status: dict, force: bool, rt, d, say) -> l
     todo = [s.run_id for s in specs if force or status[s.run_id] not in DONE]  # what this command will run
     took: list[float] = []  # wall seconds of each run this command executed
     failures: list[RunSpec] = []
+    fused = run_groups([s for s in specs if s.run_id in todo], rt, say) if rt.fused and not force else set()
     for i, s in enumerate(specs, 1):
         tag, st = f"[{i}/{len(specs)}]", status[s.run_id]
+        if s.run_id in fused:  # trained in a fused group above, its record written
+            continue
         if st in DONE and not force:
             say(f"{tag} skip {s.run_id} ({st})")
             continue

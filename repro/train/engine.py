@@ -47,6 +47,7 @@ class Runtime:
     persist: bool = True         # checkpoint, CSV log, TensorBoard; false for dry runs
     checkpoint_every_s: float = 0.0  # save at an epoch end once this long since the last save (0: every epoch)
     probe_batch: int = 64
+    fused: bool = False          # train the runs that can as fused groups (repro/train/group.py)
 
 
 @dataclass
@@ -261,7 +262,7 @@ class _Run:
     def _step(self, x, y) -> torch.Tensor:
         """One optimizer step on a batch; returns its loss, still on the device (no host sync)."""
         targets = y
-        if self.mixup is not None:
+        if self.mixup is not None and not getattr(self.data.train, "mixes", False):  # the fast path mixes itself
             x, targets = self.mixup(x, y)
         with torch.autocast(self.d.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
             if self.objective is None:
