@@ -55,12 +55,14 @@ def _one_line(e: BaseException) -> str:
 
 # ------------------------------------------------------------------ configs -> resolved RunSpecs
 
-def run_overrides(cfg: DictConfig) -> dict:
-    """Command-line ``key=value`` overrides of run keys (model., data., recipe., ...), as a nested dict."""
-    try:
-        task = list(HydraConfig.get().overrides.task)
-    except ValueError:  # not inside a Hydra app (tests calling build_specs directly)
-        return {}
+def run_overrides(cfg: DictConfig, task: list[str] | None = None) -> dict:
+    """Command-line ``key=value`` overrides of run keys (model., data., recipe., ...), as a nested dict;
+    ``task``: the overrides, when ``cfg`` was composed outside the Hydra app (repro/run/deadline.py)."""
+    if task is None:
+        try:
+            task = list(HydraConfig.get().overrides.task)
+        except ValueError:  # not inside a Hydra app (tests calling build_specs directly)
+            return {}
     out = OmegaConf.create()
     for o in OverridesParser.create().parse_overrides(task):
         key = o.key_or_group

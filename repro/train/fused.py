@@ -64,7 +64,9 @@ class FusedRuns:
             return self.criterion(functional_call(self.base, (params, buffers), (x,)), targets)
 
     def lrs(self) -> torch.Tensor:
-        return torch.tensor([o.param_groups[0]["lr"] for o in self.lr_holders], device=self.device)
+        """Each run's lr now, on the device (from pinned memory on a GPU: the copy needs no host sync)."""
+        lrs = torch.tensor([o.param_groups[0]["lr"] for o in self.lr_holders], pin_memory=self.device.type == "cuda")
+        return lrs.to(self.device, non_blocking=True)
 
     def step(self, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """One optimizer step of every run on its own batch (x: K x B x ...); the K losses, on the device."""
