@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import threading
+import time
 
 import pytest
 
@@ -9,6 +11,7 @@ from repro import records
 from repro.cli import main
 from repro.run import deadline
 from repro.runs import ConfigError
+from repro.train import preempt
 
 from conftest import fast_args
 
@@ -36,18 +39,41 @@ def test_the_prediction_comes_from_a_measured_table(dirs, monkeypatch):
     assert "this campaign: 0.1 min on cpu" in deadline.plan_line(p, 1500) and "25.0 min left" in deadline.plan_line(p, 1500)
 
 
+def test_the_watch_asks_the_loop_to_stop_when_its_time_is_up(monkeypatch):
+    monkeypatch.setattr(preempt, "_received", None)  # restored afterwards: later tests see no stop request
+    done, fired = threading.Event(), threading.Event()
+    deadline._watch(0.05, done, fired).join(5)
+    assert fired.is_set() and preempt.requested() and preempt.cause() == "SIGTERM"
+    monkeypatch.setattr(preempt, "_received", None)
+    done, fired = threading.Event(), threading.Event()
+    thread = deadline._watch(60, done, fired)
+    done.set()  # the command ended first: no stop
+    thread.join(5)
+    assert not fired.is_set() and not preempt.requested()
+
+
 @pytest.mark.slow
 def test_a_deadline_stop_resumes_to_the_uninterrupted_record(dirs, tmp_path, monkeypatch, capsys):
-    args = fast_args(dirs["pid"], "tables=[table2]", "seeds=2", "recipe.epochs=3", "recipe.lr=3e-3",
+    args = fast_args(dirs["pid"], "tables=[table2]", "recipe.epochs=3", "recipe.lr=3e-3",
                      "recipe.warmup_epochs=0", "runtime.deterministic=true", *NO_AUG)
     assert main(["reproduce", *args]) == 0
     ref = {r["run_id"]: r for r in records.load_records(dirs["pid"], root=dirs["results"])[0]}
     monkeypatch.setenv("REPRO_RESULTS_DIR", str(tmp_path / "deadline"))
     monkeypatch.setenv("REPRO_CACHE_DIR", str(tmp_path / "deadline_cache"))
-    assert deadline.main(["33s", "--margin", "30", "reproduce", *args]) == 0  # stops about 3 s in
+    real_watch = deadline._watch
+
+    def at_first_epoch_end(seconds, done, fired):
+        """The deadline reached once the first run has logged an epoch (of 6): mid-campaign on any machine."""
+        while not list((tmp_path / "deadline_cache").glob("runs/*/*/*/log.csv")) and not done.is_set():
+            time.sleep(0.005)
+        return real_watch(0, done, fired)
+    monkeypatch.setattr(deadline, "_watch", lambda s, d, f: threading.Thread(
+        target=at_first_epoch_end, args=(s, d, f), daemon=True).start())
+    assert deadline.main(["1h", "--margin", "30", "reproduce", *args]) == 0
     out = capsys.readouterr().out
     assert "this campaign:" in out and "deadline: stopped 30 s before it" in out and "run the same command" in out
     assert len(records.load_records(dirs["pid"], root=tmp_path / "deadline")[0]) < len(ref)
+    monkeypatch.setattr(deadline, "_watch", real_watch)
     assert deadline.main(["1h", "reproduce", *args]) == 0  # the same command resumes
     got = {r["run_id"]: r for r in records.load_records(dirs["pid"], root=tmp_path / "deadline")[0]}
     assert sorted(got) == sorted(ref)
