@@ -49,8 +49,9 @@ report: $(PY)
 gpu-check: $(PY)
 	$(PY) -m benchmarks.gpu_check $(if $(PAPER),--paper $(PAPER))
 
-# `make bench`: ours vs timm (benchmarks/throughput.py), then the data path's share of a training step
-# (benchmarks/data_path.py); both write results/bench/<device>*.json.
+# `make bench`: ours vs timm (benchmarks/throughput.py), the data path's share of a training step
+# (benchmarks/data_path.py), the fast path and fused runs (benchmarks/fastpath.py); each writes results/bench/<device>*.json.
 bench: $(PY)
 	$(PY) -m benchmarks.throughput
 	$(PY) -m benchmarks.data_path
+	$(PY) -m benchmarks.fastpath

@@ -21,7 +21,7 @@ from .runs import ConfigError
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
 AMP = ("bf16", "fp16", "none")
-PIPELINES = ("tensor", "loader", "auto")
+PIPELINES = ("tensor", "loader", "fastpath", "auto")
 DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
 
 # recipe key -> (kind, lower bound, inclusive, upper bound): values a run can be trained with

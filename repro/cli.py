@@ -39,6 +39,7 @@ from .train import ddp, preempt
 from .train.checkpoint import CheckpointError
 from .train.engine import Runtime, train
 from .train.execute import DONE, execute, failed_record, make_record, record_status, shared_record
+from .train.group import run_groups as train_fused
 from .train.hooks import probe_list
 from .train.model import check_model, register_models
 
@@ -57,12 +58,14 @@ def _one_line(e: BaseException) -> str:
 
 # ------------------------------------------------------------------ configs -> resolved RunSpecs
 
-def run_overrides(cfg: DictConfig) -> dict:
-    """Command-line ``key=value`` overrides of run keys (model., data., recipe., ...), as a nested dict."""
-    try:
-        task = list(HydraConfig.get().overrides.task)
-    except ValueError:  # not inside a Hydra app (tests calling build_specs directly)
-        return {}
+def run_overrides(cfg: DictConfig, task: list[str] | None = None) -> dict:
+    """Command-line ``key=value`` overrides of run keys (model., data., recipe., ...), as a nested dict;
+    ``task``: the overrides, when ``cfg`` was composed outside the Hydra app (repro/run/deadline.py)."""
+    if task is None:
+        try:
+            task = list(HydraConfig.get().overrides.task)
+        except ValueError:  # not inside a Hydra app (tests calling build_specs directly)
+            return {}
     out = OmegaConf.create()
     for o in OverridesParser.create().parse_overrides(task):
         key = o.key_or_group
@@ -158,7 +161,7 @@ def _runtime(c: dict, dist):
     return Runtime(dist=dist, amp=r["amp"], compile=bool(r["compile"]), deterministic=bool(r["deterministic"]),
                    num_workers=int(workers), progress=bool(r["progress"]), tensorboard=bool(r["tensorboard"]),
                    check_every=int(check), probe_batch=int(r["probe_batch"]),
-                   checkpoint_every_s=float(r["checkpoint_every_s"]))
+                   checkpoint_every_s=float(r["checkpoint_every_s"]), fused=bool(r.get("fused", False)))
 
 
 def _nproc(c: dict) -> int:
@@ -237,8 +240,11 @@ def _run_specs(specs: list[RunSpec], status: dict, force: bool, rt, d, say) -> l
     todo = [s.run_id for s in specs if force or status[s.run_id] not in DONE]  # what this command will run
     took: list[float] = []  # wall seconds of each run this command executed
     failures: list[RunSpec] = []
+    fused = train_fused([s for s in specs if s.run_id in todo], rt, say) if rt.fused and not force else set()
     for i, s in enumerate(specs, 1):
         tag, st = f"[{i}/{len(specs)}]", status[s.run_id]
+        if s.run_id in fused:  # trained in a fused group above, its record written
+            continue
         if st in DONE and not force:
             say(f"{tag} skip {s.run_id} ({st})")
             continue

@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from benchmarks import data_path, throughput
+from benchmarks import data_path, fastpath, throughput
 from conftest import REPO
 
 
@@ -24,6 +24,20 @@ def test_data_path_benchmark_writes_step_fractions(tmp_path, monkeypatch):
     assert out["settings"]["aa"].startswith("rand-") and out["settings"]["data"].startswith("synthetic")
     assert 0 <= out["outside_model_fraction"] <= 1 and out["data_s"] > 0 and out["model_s"] > 0
     assert out["step_s"] > 0 and out["mfu"] is None and out["git_sha"]
+
+
+@pytest.mark.slow
+def test_fastpath_benchmark_writes_its_keys(tmp_path):
+    fastpath.main(["--steps", "1", "--batch", "4", "--pack", "2", "--pack-batch", "4", "--out", str(tmp_path)])
+    (path,) = tmp_path.glob("*-fastpath.json")
+    out = json.loads(path.read_text())
+    for key in ("device", "model", "batch", "step_img_s", "engine_img_s_before", "data_share", "mfu",
+                "packed_runs", "packed_speedup", "commit"):
+        assert key in out, key
+    assert out["batch"] == 4 and out["packed_runs"] == 2 and out["threads"] == 1 and out["device"].endswith("-1t")
+    assert out["step_img_s"] > 0 and out["engine_img_s_before"] > 0 and 0 <= out["data_share"] <= 1
+    assert out["mfu"] is None and out["mfu_note"] and out["packed_speedup"] > 0
+    assert set(out["stage_s"]) == {"data", "model"}
 
 
 def test_data_path_synthetic_stand_in_holds_a_gpu_batch(tmp_path, monkeypatch):

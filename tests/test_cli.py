@@ -140,7 +140,7 @@ BAD_INPUTS = [
     (["runtime.threads=0"], "runtime.threads=0: give a whole number >= 1, or null"),
     (["runtime.amp=fp8"], "runtime.amp='fp8': use one of bf16, fp16, none"),
     (["runtime.device=tpu"], "runtime.device='tpu': use auto, cpu, cuda or cuda:N"),
-    (["data.pipeline=foo"], "data.pipeline='foo': use one of tensor, loader, auto"),
+    (["data.pipeline=foo"], "data.pipeline='foo': use one of tensor, loader, fastpath, auto"),
     (["recipe.epoch=3"], "unknown key recipe.epoch; did you mean recipe.epochs?"),
     (["epochs=3"], "unknown key epochs; did you mean recipe.epochs?"),
     (["data=folder", "data.pth=x"], "unknown key data.pth; did you mean data.path?"),

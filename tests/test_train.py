@@ -132,6 +132,7 @@ def test_tiny_run_learns_and_records(dirs, capsys):
     assert m["steps"] == 6 * (320 // 8) and len(m["history"]) == 6
     p = full["provenance"]
     assert p["world_size"] == 1 and p["bf16"] is False and p["images_per_s"] > 0 and p["wall_s"] > 0
+    assert p["trained"] == "alone" and "fused_with" not in p
     assert p["data"]["train"] == "synthetic/train" and p["data"]["train_images"] == 320
     assert full["config"]["model"]["kwargs"]["depth"] == 1 and full["config"]["runtime"]["amp"] == "bf16"
     log = (dirs["cache"] / "runs" / pid / "tiny" / full["run_id"] / "log.csv").read_text().splitlines()

@@ -4,8 +4,10 @@
 - ``tensor`` (CIFAR-sized data at its own resolution, synthetic): decoded once into a cached uint8
   tensor, held on the device, augmented per batch there (``batch_aug``);
 - ``loader`` (ImageNet-scale folders, or small data resized up): timm transforms in DataLoader
-  workers (``image_loader``).
-``data.pipeline=tensor|loader`` forces one; ``auto`` chooses as above.
+  workers (``image_loader``);
+- ``fastpath`` (chosen only by name): the tensor pipeline with RandAugment per image, random erasing and
+  Mixup/CutMix drawn from the run's own generators (``fastpath``), as fused runs need.
+``data.pipeline=tensor|loader|fastpath`` forces one; ``auto`` chooses tensor or loader as above.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import Any
 
 from ..checks import check_classes
 from .batch_aug import BatchAugment, Normalize
+from .fastpath import FastPath
 from .image_loader import ImageEvalLoader, ImageTrainLoader
 from .sources import DATASETS, DataError, data_root, fraction_indices, open_split
 from .subsets import FractionError, check_fraction, class_balanced_indices
@@ -36,10 +39,10 @@ class Data:
 
 def choose_pipeline(cfg: dict) -> str:
     choice = cfg.get("pipeline", "auto")
-    if choice in ("tensor", "loader"):
+    if choice in ("tensor", "loader", "fastpath"):
         return choice
     if choice != "auto":
-        raise DataError(f"data.pipeline={choice!r}: use tensor, loader or auto")
+        raise DataError(f"data.pipeline={choice!r}: use tensor, loader, fastpath or auto")
     native = NATIVE_SIZE.get(cfg["name"], int(cfg["img_size"]) if cfg["name"] == "synthetic" else None)
     return "tensor" if native == int(cfg["img_size"]) else "loader"
 
@@ -86,10 +89,14 @@ def build_data(cfg: dict, recipe: dict, *, seed: int, rank: int = 0, world: int 
     pipeline = choose_pipeline(cfg)
     eval_batch = max(1, int(recipe.get("eval_batch_size", 256)) // world)
     repeats = 3 if recipe.get("repeated_aug") else 1
-    if pipeline == "tensor":
+    if pipeline in ("tensor", "fastpath"):
         images, labels = decoded(train_split)
-        train = TensorTrainLoader(images[keep], labels[keep], per_rank, BatchAugment(recipe, cfg, device),
-                                  seed, rank, world, repeats, device)
+        if pipeline == "fastpath":
+            train = FastPath(images[keep], labels[keep], per_rank, recipe, cfg, num_classes, seed, rank, world,
+                             repeats, device)
+        else:
+            train = TensorTrainLoader(images[keep], labels[keep], per_rank, BatchAugment(recipe, cfg, device),
+                                      seed, rank, world, repeats, device)
         test_images, test_labels = decoded(test_split)
         test = TensorEvalLoader(test_images, test_labels, eval_batch,
                                 Normalize(cfg["mean"], cfg["std"], int(cfg["img_size"]), device),

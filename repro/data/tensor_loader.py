@@ -34,17 +34,24 @@ class TensorTrainLoader:
         return self.steps_per_epoch
 
     def epoch(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        n = len(self.labels)
-        order = torch.randperm(n, generator=_generator(self.device, 1_000_003 * self.seed + epoch),
-                               device=self.device)
-        if self.repeats > 1:  # repeated augmentation (DeiT's RASampler): each image r times in a row
-            order = order[:math.ceil(n / self.repeats)].repeat_interleave(self.repeats)[:n]
-        mine = order[self.rank::self.world][:self.per_rank]
-        gen = _generator(self.device, 1_000_003 * self.seed + 7919 * epoch + 104_729 * (self.rank + 1))
+        mine, gen = epoch_draws(self, epoch)
         b = self.batch_size
         for s in range(self.steps_per_epoch):
             idx = mine[s * b:(s + 1) * b]
             yield self.augment(self.images[idx], gen), self.labels[idx]
+
+
+def epoch_draws(loader, epoch: int) -> tuple[torch.Tensor, torch.Generator]:
+    """This rank's image order for ``epoch`` and the generator its augmentation draws from, both seeded
+    by (seed, epoch, rank): ``loader`` has images on ``device``, ``seed``, ``rank``, ``world``, ``repeats``."""
+    n = len(loader.labels)
+    order = torch.randperm(n, generator=_generator(loader.device, 1_000_003 * loader.seed + epoch),
+                           device=loader.device)
+    if loader.repeats > 1:  # repeated augmentation (DeiT's RASampler): each image r times in a row
+        order = order[:math.ceil(n / loader.repeats)].repeat_interleave(loader.repeats)[:n]
+    mine = order[loader.rank::loader.world][:n // loader.world]
+    gen = _generator(loader.device, 1_000_003 * loader.seed + 7919 * epoch + 104_729 * (loader.rank + 1))
+    return mine, gen
 
 
 class TensorEvalLoader:

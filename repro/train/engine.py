@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from ..data import build_data
 from ..records import _jsonable, record_path
-from .machine import device_name
+from .machine import device_name, trained_how
 from ..runs import ConfigError, RunSpec, cache_root, run_dir, source_spec
 from . import checkpoint, preempt
 from .ddp import Dist, all_reduce, any_rank, barrier
@@ -48,6 +48,7 @@ class Runtime:
     persist: bool = True         # checkpoint, CSV log, TensorBoard; false for dry runs
     checkpoint_every_s: float = 0.0  # save at an epoch end once this long since the last save (0: every epoch)
     probe_batch: int = 64
+    fused: bool = False          # train the runs that can as fused groups (repro/train/group.py)
 
 
 @dataclass
@@ -265,7 +266,7 @@ class _Run:
     def _step(self, x, y) -> torch.Tensor:
         """One optimizer step on a batch; returns its loss, still on the device (no host sync)."""
         targets = y
-        if self.mixup is not None:
+        if self.mixup is not None and not getattr(self.data.train, "mixes", False):  # the fast path mixes itself
             x, targets = self.mixup(x, y)
         with torch.autocast(self.d.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
             if self.objective is None:
@@ -401,7 +402,7 @@ class _Run:
                       "images_per_s": spent["images"] / spent["train_s"] if spent["train_s"] else None,
                       "bf16": amp is torch.bfloat16, "amp": str(amp).replace("torch.", "") if amp else None,
                       "compile": self.rt.compile, "deterministic": self.rt.deterministic, "data": self.data.info,
-                      "fingerprint": self.spec.fingerprint}
+                      "fingerprint": self.spec.fingerprint, **trained_how(self.spec.run_id)}
         if self.source is not None:
             provenance["init_from"] = self.source.run_id
         if self.resumed_from:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import platform
+from typing import Iterable
 
 import timm
 import torch
@@ -36,3 +37,10 @@ def provenance(world_size: int = 1) -> dict:
         "world_size": world_size,
         "start_time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+def trained_how(run_id: str, group: Iterable[str] = ()) -> dict:
+    """How a run was trained, for its record's provenance: alone, or fused into one batched model with
+    other runs (repro/train/fused.py), named by run id. Not part of the run id: the same run either way."""
+    others = sorted(r for r in group if r != run_id)
+    return {"trained": "fused", "fused_with": others} if others else {"trained": "alone"}

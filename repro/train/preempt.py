@@ -37,6 +37,12 @@ def requested() -> bool:
     return _received is not None
 
 
+def request() -> None:
+    """Ask the running loop to stop as SIGTERM does (a deadline near: repro/run/deadline.py), from any thread."""
+    global _received
+    _received = signal.SIGTERM
+
+
 def cause() -> str | None:
     """The name of the signal that asked us to stop ('SIGTERM'), or None."""
     return None if _received is None else signal.Signals(_received).name

@@ -1,0 +1,236 @@
+"""The fast path beside today's engine step, and K small runs fused beside one at a time, in one process.
+
+    python -m benchmarks.fastpath                  # a GPU: DeiT-Ti/32px at the small scale's batch 512, bf16
+    python -m benchmarks.fastpath --compile        # torch.compile the fast path's model step
+    python -m benchmarks.fastpath --processes      # also the K runs as K concurrent processes
+
+On synthetic uint8 pixels of CIFAR's shape (pixel values change the cost of no op timed here), one device:
+  engine_img_s_before  the engine's step as it runs today (benchmarks/data_path.py: tensor pipeline with
+                       RandAugment per group of 16, timm Mixup/CutMix, the model step), the `small` recipe;
+  step_img_s           the fast path (repro/data/fastpath.py: RandAugment per image, erasing and
+                       Mixup/CutMix as tensor ops) and the same model step, the loss summed on the device;
+                       its stages timed with CUDA events on a GPU, perf_counter on a CPU;
+  data_share           the share of the fast path's step outside the model: 1 - (model step alone on a
+                       fixed batch) / (whole step);
+  mfu                  counted FLOPs x 3 x step_img_s / the device's dense bf16 peak (benchmarks/device.py);
+                       null on a CPU, for which no peak is stated;
+  packed_speedup       K cpu-size runs (the cpu scale's recipe and batch) fused into one batched model
+                       (repro/train/fused.py), aggregate images/s, against the same runs one at a time.
+Each loop is timed over all its steps with one device sync at its end; the loops compared alternate in
+rounds (2 on a CPU), each keeping its best. Writes results/bench/<device>-fastpath.json.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import multiprocessing as mp
+import os
+import time
+from pathlib import Path
+
+import timm
+import torch
+from tabulate import tabulate
+
+import repro.models  # noqa: F401  (registers repro_*)
+from benchmarks.data_path import _data, _step_fns, run_config, timed
+from benchmarks.device import device_name, peak_flops, save
+from repro.data.fastpath import FastPath
+from repro.probes.cost import count_macs
+from repro.records import git_state
+from repro.train.fused import FusedRuns
+from repro.train.recipe import build_criterion, build_optimizer
+
+PACK_MODEL = {"depth": 6, "embed_dim": 96, "num_heads": 6}  # ConViT's cpu-scale DeiT (width 96, 32 px, patch 4)
+
+
+class Stages:
+    """Mean seconds per named stage: CUDA events on a GPU (read after one sync), perf_counter on a CPU."""
+
+    def __init__(self, device: torch.device):
+        self.cuda, self.marks = device.type == "cuda", {}
+
+    @contextlib.contextmanager
+    def __call__(self, name: str):
+        if self.cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            yield
+            end.record()
+            self.marks.setdefault(name, []).append((start, end))
+        else:
+            t0 = time.perf_counter()
+            yield
+            self.marks.setdefault(name, []).append(time.perf_counter() - t0)
+
+    def seconds(self) -> dict:
+        if self.cuda:
+            torch.cuda.synchronize()
+        return {name: sum(s.elapsed_time(e) / 1e3 for s, e in v) / len(v) if self.cuda else sum(v) / len(v)
+                for name, v in self.marks.items()}
+
+
+def alternated(rounds: int, steps: int, device: torch.device, **loops) -> dict[str, float]:
+    """Seconds per step of each loop, timed in alternating rounds, each keeping its best round: a slow spell
+    of a shared machine then lands on every loop alike."""
+    best = {name: float("inf") for name in loops}
+    for _ in range(rounds):
+        for name, fn in loops.items():
+            best[name] = min(best[name], timed(fn, steps, device))
+    return best
+
+
+def synthetic(n: int, device: torch.device, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randint(0, 256, (n, 3, 32, 32), dtype=torch.uint8, generator=g).to(device),
+            torch.randint(0, 10, (n,), generator=g).to(device))
+
+
+def _amp(device: torch.device):
+    return torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
+
+
+def run_steps(model_name: str, kwargs: dict, recipe: dict, data_cfg: dict, images, labels, seed: int,
+              device: torch.device, compile_: bool = False, stages: Stages | None = None):
+    """(step, model_step, a fixed batch) of one run on the fast path: ``step`` draws a batch and trains on it."""
+    batch = int(recipe["batch_size"])
+    loader = FastPath(images, labels, batch, recipe, data_cfg, 10, seed, device=device)
+    batches = (b for epoch in itertools.count() for b in loader.epoch(epoch))
+    torch.manual_seed(seed)
+    model = timm.create_model(model_name, num_classes=10, drop_path_rate=float(recipe.get("drop_path") or 0),
+                              **kwargs).to(device).train()
+    forward = torch.compile(model) if compile_ else model
+    optimizer, criterion = build_optimizer(model, recipe), build_criterion(recipe, True if loader.mixes else None)
+    loss_sum = torch.zeros((), device=device)
+    stage = stages or (lambda name: contextlib.nullcontext())
+
+    def model_step(x, targets):
+        with _amp(device):
+            loss = criterion(forward(x), targets)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        loss_sum.add_(loss.detach().float())  # progress stays on the device: no host sync per step
+
+    def step():
+        with stage("data"):
+            x, targets = next(batches)
+        with stage("model"):
+            model_step(x, targets)
+    return step, model_step, next(batches)
+
+
+def packed(k: int, cfg: dict, steps: int, device: torch.device, rounds: int = 1) -> dict:
+    """Aggregate images/s of K cpu-size runs fused, and of one of them alone (the K cost the same)."""
+    recipe, data_cfg, batch = cfg["recipe"], cfg["data"], int(cfg["recipe"]["batch_size"])
+    images, labels = synthetic(batch * (steps + 2), device)
+    name = "repro_deit_tiny_c32"
+    loaders = [FastPath(images, labels, batch, recipe, data_cfg, 10, seed, device=device) for seed in range(k)]
+    models = []
+    for seed in range(k):
+        torch.manual_seed(seed)
+        models.append(timm.create_model(name, num_classes=10, **PACK_MODEL).to(device))
+    amp = torch.bfloat16 if device.type == "cuda" else None
+    fused = FusedRuns(models, [recipe] * k, 1, loaders[0].steps_per_epoch, build_criterion(recipe, None), amp)
+    streams = [(b for e in itertools.count() for b in ld.epoch(e)) for ld in loaders]
+
+    def fused_step():
+        xs, ts = zip(*(next(s) for s in streams))
+        fused.step(torch.stack(xs), torch.stack(ts))
+    one, _, _ = run_steps(name, PACK_MODEL, recipe, data_cfg, images, labels, 0, device)
+    t = alternated(rounds, steps, device, fused=fused_step, alone=one)
+    t_fused, t_alone = t["fused"], t["alone"]
+    return {"packed_runs": k, "packed_model": f"{name} {PACK_MODEL}", "packed_batch": batch,
+            "packed_fused_img_s": k * batch / t_fused, "packed_alone_img_s": batch / t_alone,
+            "packed_speedup": t_alone * k / t_fused}
+
+
+def _alone_in_process(job: tuple) -> float:
+    cfg, steps, device, threads = job
+    torch.set_num_threads(threads)
+    batch = int(cfg["recipe"]["batch_size"])
+    images, labels = synthetic(batch * (steps + 2), torch.device(device))
+    step, _, _ = run_steps("repro_deit_tiny_c32", PACK_MODEL, cfg["recipe"], cfg["data"], images, labels, 0,
+                           torch.device(device))
+    return batch / timed(step, steps, torch.device(device))
+
+
+def processes(k: int, cfg: dict, steps: int, device: torch.device) -> float:
+    """Aggregate images/s of the K runs as K concurrent processes (one thread each on a CPU)."""
+    with mp.get_context("spawn").Pool(k) as pool:
+        return sum(pool.map(_alone_in_process, [(cfg, steps, str(device), 1)] * k))
+
+
+def _percent(x: float | None) -> str:
+    return "n/a (no peak stated for this device)" if x is None else f"{100 * x:.1f} %"
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="repro_deit_tiny_c32", help="timm name of the 32 px model")
+    ap.add_argument("--batch", type=int, help="batch size (default: the small scale's 512 on a GPU, 64 on a CPU)")
+    ap.add_argument("--steps", type=int, help="timed steps per loop (default 50 GPU, 5 CPU)")
+    ap.add_argument("--pack", type=int, help="runs fused for packed_speedup (default 8 GPU, 4 CPU)")
+    ap.add_argument("--pack-batch", type=int, help="their batch size (default: the cpu scale's 64)")
+    ap.add_argument("--rounds", type=int, help="alternating rounds, each loop's best kept (default 1 GPU, 2 CPU)")
+    ap.add_argument("--processes", action="store_true", help="also time the K runs as K concurrent processes")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the fast path's model")
+    ap.add_argument("--threads", type=int, help="torch CPU threads (default 1 on a CPU: the cpu scale's per run)")
+    ap.add_argument("--out", type=Path, default=Path("results/bench"))
+    return ap
+
+
+def main(argv=None) -> None:
+    args = _parser().parse_args(argv)
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    if args.threads or not cuda:
+        torch.set_num_threads(args.threads or 1)
+    steps, k = args.steps or (50 if cuda else 5), args.pack or (8 if cuda else 4)
+    rounds = args.rounds or (1 if cuda else 2)
+    cfg = run_config("small", synthetic=True, batch=args.batch or (None if cuda else 64))
+    recipe, data_cfg, batch = cfg["recipe"], cfg["data"], int(cfg["recipe"]["batch_size"])
+    # today's engine step (its own tensor pipeline over a synthetic dataset of the same shape)
+    data = _data(data_cfg, recipe, device, images=batch * (steps + 2))
+    next_batch, engine_step = _step_fns(argparse.Namespace(model=args.model, compile=False), recipe, data, device)
+    # the fast path, stage by stage, and its model step alone on a fixed batch
+    stages = Stages(device)
+    images, labels = synthetic(batch * (steps + 2), device)
+    step, model_step, fixed = run_steps(args.model, {}, recipe, data_cfg, images, labels, 0, device, args.compile, stages)
+    t = alternated(rounds, steps, device, engine=lambda: engine_step(*next_batch()), fast=step,
+                   model=lambda: model_step(*fixed))
+    t_engine, t_fast, t_model = t["engine"], t["fast"], t["model"]
+    per_stage = stages.seconds()
+    macs = count_macs(timm.create_model(args.model, num_classes=10), 32)
+    peak = peak_flops(device_name())
+    step_img_s = batch / t_fast
+    cpu_cfg = run_config("cpu", synthetic=True, batch=args.pack_batch)
+    pack = packed(k, cpu_cfg, steps, device, rounds)
+    if args.processes:
+        pack["packed_processes_img_s"] = processes(k, cpu_cfg, steps, device)
+        pack["packed_processes_speedup"] = pack["packed_processes_img_s"] / pack["packed_alone_img_s"]
+    out = dict(commit=git_state()["git_sha"][:7], model=args.model, batch=batch, steps=steps, rounds=rounds, compile=args.compile, amp_bf16=cuda,
+               threads=torch.get_num_threads(), load_avg_1min=os.getloadavg()[0], step_img_s=step_img_s, engine_img_s_before=batch / t_engine,
+               speedup_vs_engine=t_engine / t_fast, data_share=max(0.0, 1 - t_model / t_fast),
+               stage_s=per_stage, model_img_s=batch / t_model, gflops_per_image=2 * macs / 1e9,
+               mfu=2 * macs * 3 * step_img_s / peak if peak else None, peak_bf16_flops=peak,
+               mfu_note=None if peak else "no dense bf16 peak is stated for this device (benchmarks/device.py)",
+               **pack)
+    print(tabulate([["engine step (today)", f"{1e3 * t_engine:.1f}", f"{batch / t_engine:.0f}"],
+                    ["fast path step", f"{1e3 * t_fast:.1f}", f"{step_img_s:.0f}"],
+                    ["  its data stage", f"{1e3 * per_stage['data']:.1f}", ""],
+                    ["  its model stage", f"{1e3 * per_stage['model']:.1f}", ""],
+                    ["model step alone", f"{1e3 * t_model:.1f}", f"{batch / t_model:.0f}"]],
+                   headers=["loop", "ms / step", "images / s"]))
+    print(f"\nfast path / engine: {out['speedup_vs_engine']:.2f}x; outside the model: {100 * out['data_share']:.1f} %; "
+          f"MFU: {_percent(out['mfu'])}")
+    print(f"{k} cpu-size runs fused: {pack['packed_fused_img_s']:.0f} img/s together, "
+          f"{pack['packed_alone_img_s']:.0f} img/s one at a time: {pack['packed_speedup']:.2f}x"
+          + (f"; as {k} processes: {pack['packed_processes_img_s']:.0f} img/s ({pack['packed_processes_speedup']:.2f}x)"
+             if args.processes else ""))
+    print(f"wrote {save(args.out, '-fastpath', out)}")
+
+
+if __name__ == "__main__":
+    main()

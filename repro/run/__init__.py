@@ -1,0 +1,1 @@
+"""Running campaigns: under a deadline (deadline.py)."""

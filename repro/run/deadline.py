@@ -1,0 +1,213 @@
+"""A campaign under a deadline (a SLURM time limit, a spot instance, a 30-minute GPU slot).
+
+    python -m repro.run.deadline 25m reproduce paper=convit scale=small [runtime.fused=true ...]
+    python -m repro.run.deadline 17:20 reproduce paper=convit ...      # a UTC clock time (today, or tomorrow)
+
+Before it starts, it predicts the campaign's wall time on this device from a measured throughput table
+(a few timed training steps of each distinct model and batch, kept in <cache>/deadline/<device>.json and
+reused; fused groups sped up by the ``packed_speedup`` that results/bench/<device>-fastpath.json measured,
+if any) and prints it beside the time left: "this campaign: 23 min on cpu, 5 groups of 2 runs; 25 min left".
+It then runs the command with a watch that, ``--margin`` seconds before the deadline, asks the loop to stop
+as SIGTERM does: the run(s) in progress checkpoint where they are, and the command exits 0 with a summary
+(runs finished, runs left, the time they need). The same command resumes them. Every run resumes from its
+checkpoint, here or on another machine, so none is held back for lack of time.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import re
+import sys
+import threading
+from pathlib import Path
+
+import torch
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from .. import cli, records
+from ..train import machine
+from ..data import fraction_indices, open_split
+from ..probes.speed import throughput
+from ..runs import RunSpec, cache_root, run_dir
+from ..train import preempt
+from ..train.execute import DONE, record_status
+from ..train.model import create_model, register_models
+from ..train.recipe import run_epochs
+
+EVAL_SPEEDUP = 3.0  # an evaluated image costs about a third of a trained one (forward only)
+
+
+def seconds_left(text: str, now: dt.datetime | None = None) -> float:
+    """'25m', '1h30m', '90s' from now, or 'HH:MM' (UTC, the next such time) -> seconds until then."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    parts = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", text.strip())
+    if parts and any(parts.groups()):
+        h, m, s = (int(g or 0) for g in parts.groups())
+        return float(3600 * h + 60 * m + s)
+    clock = re.fullmatch(r"(\d{1,2}):(\d{2})", text.strip())
+    if not clock:
+        raise cli.ConfigError(f"deadline {text!r}: give a duration (25m, 1h30m, 90s) or a UTC time (17:20)")
+    at = now.replace(hour=int(clock[1]), minute=int(clock[2]), second=0, microsecond=0)
+    if at <= now:
+        at += dt.timedelta(days=1)
+    return (at - now).total_seconds()
+
+
+def campaign(args: list[str]) -> tuple[dict, list[RunSpec]]:
+    """The composed config and the runs of ``reproduce <args>``, as the command itself resolves them."""
+    overrides = [a for a in cli._prepare(args) if "=" in a and not a.startswith("-")]
+    with initialize_config_dir(config_dir=str(Path(cli.__file__).parent / "conf"), version_base=None):
+        cfg = compose(config_name="config", overrides=overrides)
+    c = OmegaConf.to_container(cfg, resolve=True)
+    register_models(c.get("paper"), c["runtime"].get("imports"))
+    return c, cli.build_specs(c, cli.run_overrides(cfg, overrides))
+
+
+def _device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def device_label() -> str:
+    name = machine.device_name(_device())
+    return name if name != "cpu" else f"cpu-{torch.get_num_threads()}t"
+
+
+def _arch_key(spec: RunSpec) -> str:
+    c = spec.config
+    return json.dumps([c["model"], c["data"]["img_size"], c["recipe"]["batch_size"]], sort_keys=True, default=str)
+
+
+def measure(spec: RunSpec, steps: int = 3) -> float:
+    """Training images/s of ``spec``'s model at its batch on this device (repro/probes/speed.py: random
+    pixels, AdamW, bf16 on a GPU; the median of ``steps`` timed steps after one warm-up)."""
+    c = spec.config
+    model = create_model(c, int(c["data"].get("num_classes") or 10)).to(_device())
+    return throughput(model, batch=int(c["recipe"]["batch_size"]), img_size=int(c["data"]["img_size"]), train=True,
+                      steps=steps, warmup=1)["images_per_s"]
+
+
+def throughput_table(specs: list[RunSpec]) -> dict[str, float]:
+    """images/s per distinct (model, image size, batch), measured once per device and kept."""
+    path = cache_root() / "deadline" / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', device_label())}.json"
+    table = json.loads(path.read_text()) if path.exists() else {}
+    missing = {_arch_key(s): s for s in specs if _arch_key(s) not in table}
+    for key, spec in missing.items():
+        table[key] = measure(spec)
+    if missing:
+        records.atomic_write_bytes(path, (json.dumps(table, indent=1) + "\n").encode())
+    return table
+
+
+def work(spec: RunSpec) -> tuple[int, int, int]:
+    """(training images left, images per evaluation, evaluations left) of a run not yet recorded."""
+    data, recipe = spec.config["data"], spec.config["recipe"]
+    batch = int(recipe["batch_size"])
+    train = len(fraction_indices(open_split(data, "train"), float(data.get("fraction", 1.0))))
+    test = len(open_split(data, "test"))
+    epochs, per_epoch = run_epochs(recipe, data), train // batch
+    total = epochs * per_epoch if not recipe.get("max_steps") else min(epochs * per_epoch, int(recipe["max_steps"]))
+    done = 0
+    ckpt = run_dir(spec) / "last.pt"
+    if ckpt.exists():
+        done = int(torch.load(ckpt, map_location="cpu", weights_only=True).get("step", 0))
+    every = int(recipe.get("eval_every") or 0)
+    evals_left = sum(1 for e in range(done // max(1, per_epoch), epochs) if e == epochs - 1 or (every and (e + 1) % every == 0))
+    return (total - done) * batch, test, evals_left
+
+
+def packed_speedup() -> float | None:
+    """What fusing gained on this device, from results/bench/<device>-fastpath.json (None: not measured)."""
+    path = records.results_root() / "bench" / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', device_label())}-fastpath.json"
+    return json.loads(path.read_text()).get("packed_speedup") if path.exists() else None
+
+
+def predict(c: dict, specs: list[RunSpec]) -> dict:
+    """The campaign's predicted seconds on this device, with its shape (runs, groups) and the table it used."""
+    from ..train.group import groups  # the fused groups the command will form
+
+    todo = [s for s in specs if s.kind == "train" and record_status(s) not in DONE]
+    table = throughput_table(todo)
+    seconds = {}
+    for s in todo:
+        images, per_eval, evals = work(s)
+        rate = table[_arch_key(s)]
+        seconds[s.run_id] = images / rate + per_eval * evals / (EVAL_SPEEDUP * rate)
+    fused = groups(todo) if c["runtime"].get("fused") else []
+    speedup = packed_speedup() or 1.0
+    in_groups = {s.run_id for g in fused for s in g}
+    total = sum(v for k, v in seconds.items() if k not in in_groups)
+    total += sum(sum(seconds[s.run_id] for s in g) / speedup for g in fused)
+    return {"seconds": total, "runs": len(todo), "groups": [len(g) for g in fused], "alone": len(todo) - len(in_groups),
+            "speedup": speedup, "device": device_label()}
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds < 3600 else f"{seconds / 3600:.1f} h"
+
+
+def plan_line(p: dict, left: float) -> str:
+    shape = f"{p['runs']} run(s)"
+    if p["groups"]:
+        shape += f": {len(p['groups'])} fused group(s) of {'/'.join(map(str, sorted(set(p['groups']))))} runs " \
+                 f"(x{p['speedup']:.2f} measured), {p['alone']} alone"
+    return f"this campaign: {_minutes(p['seconds'])} on {p['device']}, {shape}; {_minutes(left)} left"
+
+
+def _watch(seconds: float, done: threading.Event, fired: threading.Event) -> threading.Thread:
+    """A thread that asks the running loop to stop after ``seconds`` unless ``done`` is set first."""
+    def wait():
+        if not done.wait(seconds):
+            fired.set()
+            preempt.request()
+    thread = threading.Thread(target=wait, daemon=True, name="deadline")
+    thread.start()
+    return thread
+
+
+def run(deadline: str, args: list[str], margin: float = 60.0) -> int:
+    """Predict, run ``reproduce <args>`` until ``margin`` seconds before the deadline, summarise; the exit code."""
+    left = seconds_left(deadline)
+    c, specs = campaign(args)
+    print(plan_line(predict(c, specs), left), flush=True)
+    if left <= margin:
+        print(f"deadline: {_minutes(left)} left, within the {margin:.0f} s margin: nothing started", flush=True)
+        return 0
+    done, fired = threading.Event(), threading.Event()
+    _watch(left - margin, done, fired)
+    try:
+        code = cli.main(["reproduce", *args])
+    finally:
+        done.set()
+    if not fired.is_set() or code != preempt.EXIT_CODE:
+        return code
+    finished = sum(record_status(s) in DONE for s in specs)
+    rest = predict(c, specs)
+    print(f"deadline: stopped {margin:.0f} s before it, every run checkpointed; {finished} of {len(specs)} run(s) "
+          f"recorded, {rest['runs']} to go ({_minutes(rest['seconds'])} on {rest['device']}); run the same "
+          f"command again to resume", flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    at = argv.index("reproduce") if "reproduce" in argv else len(argv)  # ours before it, the command's after
+    ap = argparse.ArgumentParser(prog="python -m repro.run.deadline", description=__doc__.splitlines()[0],
+                                 usage="%(prog)s DEADLINE [--margin S] reproduce key=value ...")
+    ap.add_argument("deadline", help="a duration from now (25m, 1h30m, 90s) or a UTC time (17:20)")
+    ap.add_argument("--margin", type=float, default=60.0, help="seconds before the deadline to stop (default 60)")
+    ns = ap.parse_args(argv[:at])
+    if at == len(argv):
+        print("error: give the command to run: python -m repro.run.deadline 25m reproduce paper=<id> ...",
+              file=sys.stderr)
+        return 2
+    try:
+        return run(ns.deadline, argv[at + 1:], ns.margin)
+    except cli.BAD_INPUT as e:
+        print(f"error: {cli._one_line(e)}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

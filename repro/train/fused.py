@@ -1,0 +1,116 @@
+"""K runs of one architecture trained together as one batched model: a cell's seeds, or a grid's learning rates.
+
+Why: a cpu-size ViT (width 48-108 at 32 px) fills a small part of a GPU; K of them stacked along a new
+leading dimension run as one model whose every kernel is K times larger (torch.func's model-ensembling
+recipe: ``stack_module_state`` + ``vmap`` + ``functional_call``). Each run keeps what makes it that run:
+its own init (built from its seed, then stacked), its own data order and augmentation stream (its own
+loader, ``repro/data/fastpath.py``), its own AdamW moments, learning rate and schedule, and gradient
+clipping by its own gradient norm. The update is torch's AdamW (decoupled weight decay, timm's decay
+groups: none on biases, norms and tokens) written over the stacked tensors with a per-run lr, so a fused
+run's steps equal the run trained alone up to float rounding (``tests/test_fused.py``).
+What is shared: drop path and dropout draw from one global stream under ``vmap(randomness="different")``
+(distinct per run, but not the draws the run would make alone); with both at 0, as at the cpu scale,
+nothing random is shared.
+"""
+from __future__ import annotations
+
+import copy
+import math
+
+import torch
+from torch.func import functional_call, stack_module_state, vmap
+
+from .recipe import build_optimizer, build_scheduler, learning_rate
+
+# recipe keys that may differ between the runs of a group; every other key must be equal
+PER_RUN = ("lr", "base_lr", "clip_grad")
+
+
+def check_group(recipes: list[dict]) -> None:
+    """A ValueError naming the first recipe key on which two runs differ where a group cannot."""
+    first = {k: v for k, v in recipes[0].items() if k not in PER_RUN}
+    for i, r in enumerate(recipes[1:], 1):
+        other = {k: v for k, v in r.items() if k not in PER_RUN}
+        if other != first:
+            key = next(k for k in sorted(set(first) | set(other)) if first.get(k) != other.get(k))
+            raise ValueError(f"runs 0 and {i} differ in recipe.{key} ({first.get(key)!r} vs {other.get(key)!r}): "
+                             f"a fused group shares all but {', '.join(PER_RUN)}; train them alone")
+
+
+class FusedRuns:
+    """The stacked parameters, per-run AdamW state and schedules of K runs; ``step`` trains all K once."""
+
+    def __init__(self, models: list[torch.nn.Module], recipes: list[dict], epochs: int, steps_per_epoch: int,
+                 criterion: torch.nn.Module, amp_dtype: torch.dtype | None = None):
+        check_group(recipes)
+        self.k, self.criterion, self.amp_dtype = len(models), criterion, amp_dtype
+        params, self.buffers = stack_module_state(models)
+        self.params = {n: p.detach().requires_grad_(True) for n, p in params.items()}
+        self.base = copy.deepcopy(models[0]).to("meta")
+        self.device = next(iter(self.params.values())).device
+        optimizer = build_optimizer(models[0], recipes[0])  # timm's decay groups and AdamW settings
+        names = {id(p): n for n, p in models[0].named_parameters()}
+        self.decay = {names[id(p)]: g["weight_decay"] for g in optimizer.param_groups for p in g["params"]}
+        self.betas, self.eps = optimizer.param_groups[0]["betas"], optimizer.param_groups[0]["eps"]
+        self.moments = {n: (torch.zeros_like(p), torch.zeros_like(p)) for n, p in self.params.items()}
+        self.clip = torch.tensor([float(r.get("clip_grad") or math.inf) for r in recipes], device=self.device)
+        # per run, timm's schedule on a one-parameter optimizer: its lr is the run's lr at each step
+        self.lr_holders = [torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=learning_rate(r)) for r in recipes]
+        self.schedulers = [build_scheduler(o, r, epochs, steps_per_epoch) for o, r in zip(self.lr_holders, recipes)]
+        self.step_count, self.grad_norm = 0, torch.zeros(self.k, device=self.device)
+
+    def _loss(self, params: dict, buffers: dict, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        with torch.autocast(x.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
+            return self.criterion(functional_call(self.base, (params, buffers), (x,)), targets)
+
+    def lrs(self) -> torch.Tensor:
+        """Each run's lr now, on the device (from pinned memory on a GPU: the copy needs no host sync)."""
+        lrs = torch.tensor([o.param_groups[0]["lr"] for o in self.lr_holders], pin_memory=self.device.type == "cuda")
+        return lrs.to(self.device, non_blocking=True)
+
+    def step(self, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """One optimizer step of every run on its own batch (x: K x B x ...); the K losses, on the device."""
+        self.base.train()
+        losses = vmap(self._loss, randomness="different")(self.params, self.buffers, x, targets)
+        grads = torch.autograd.grad(losses.sum(), list(self.params.values()))  # runs are independent: run k's
+        self.grad_norm = torch.stack([g.float().flatten(1).norm(dim=1) for g in grads]).norm(dim=0)  # gradient
+        scale = (self.clip / (self.grad_norm + 1e-6)).clamp(max=1.0)  # torch's clip_grad_norm_, per run
+        self._adamw(grads, scale, self.lrs())
+        self.step_count += 1
+        for s in self.schedulers:
+            s.step_update(num_updates=self.step_count)
+        return losses.detach().float()
+
+    @torch.no_grad()
+    def _adamw(self, grads, scale: torch.Tensor, lr: torch.Tensor) -> None:
+        """torch.optim.AdamW's update over the stacked tensors, with the run's lr and clipping scale."""
+        (b1, b2), t = self.betas, self.step_count + 1
+        step_size, root2 = lr / (1 - b1 ** t), math.sqrt(1 - b2 ** t)
+        for (name, p), g in zip(self.params.items(), grads):
+            shape = (self.k,) + (1,) * (p.dim() - 1)
+            g = g * scale.view(shape).to(g.dtype)
+            m, v = self.moments[name]
+            p.mul_(1 - lr.view(shape) * self.decay[name])
+            m.lerp_(g, 1 - b1)
+            v.mul_(b2).addcmul_(g, g, value=1 - b2)
+            p.sub_(step_size.view(shape) * m / (v.sqrt() / root2 + self.eps))
+
+    def end_epoch(self, epoch: int) -> None:
+        for s in self.schedulers:
+            s.step(epoch + 1)
+
+    @torch.no_grad()
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        """Every run's logits on the same batch (K x B x classes), in eval mode."""
+        self.base.eval()
+        forward = lambda p, b: self._loss_free(p, b, x)  # noqa: E731
+        return vmap(forward)(self.params, self.buffers)
+
+    def _loss_free(self, params: dict, buffers: dict, x: torch.Tensor) -> torch.Tensor:
+        with torch.autocast(x.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
+            return functional_call(self.base, (params, buffers), (x,)).float()
+
+    def model_state(self, k: int) -> dict:
+        """Run k's weights as its own model's state_dict."""
+        return {**{n: p[k].detach().clone() for n, p in self.params.items()},
+                **{n: b[k].clone() for n, b in self.buffers.items()}}

@@ -1,0 +1,84 @@
+"""python -m repro.run.deadline: a predicted time from a measured table, a clean stop, the same command resumes."""
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+
+import pytest
+
+from repro import records
+from repro.cli import main
+from repro.run import deadline
+from repro.runs import ConfigError
+from repro.train import preempt
+
+from conftest import fast_args
+
+NO_AUG = ["recipe.mixup=0", "recipe.cutmix=0", "recipe.aa=null", "recipe.reprob=0", "recipe.smoothing=0"]
+
+
+def test_deadlines_as_durations_or_utc_times():
+    now = dt.datetime(2026, 11, 26, 17, 0, tzinfo=dt.timezone.utc)
+    assert [deadline.seconds_left(t, now) for t in ("25m", "1h30m", "90s", "17:20", "16:50")] == \
+        [1500, 5400, 90, 1200, 86400 - 600]
+    with pytest.raises(ConfigError, match="25m"):
+        deadline.seconds_left("soon", now)
+
+
+def test_the_prediction_comes_from_a_measured_table(dirs, monkeypatch):
+    """f100: 2 epochs x 20 batches of 8, f50: 4 x 10 (epochs x 1/f); 40 test images at the end (tiny: eval_every 0)."""
+    c, specs = deadline.campaign(fast_args(dirs["pid"], "tables=[table2]", "recipe.epochs=2"))
+    measured = []
+    monkeypatch.setattr(deadline, "measure", lambda spec: measured.append(spec.run_id) or 100.0)
+    p = deadline.predict(c, specs)
+    assert len(measured) == 1 and p["runs"] == 2 and p["groups"] == []  # one model and batch: measured once
+    assert p["seconds"] == pytest.approx((320 + 320) / 100 + 40 * 2 / (deadline.EVAL_SPEEDUP * 100))
+    monkeypatch.setattr(deadline, "measure", lambda spec: pytest.fail("measured again"))
+    assert deadline.predict(c, specs)["seconds"] == p["seconds"]  # the table is kept per device
+    assert "this campaign: 0.1 min on cpu" in deadline.plan_line(p, 1500) and "25.0 min left" in deadline.plan_line(p, 1500)
+
+
+def test_the_watch_asks_the_loop_to_stop_when_its_time_is_up(monkeypatch):
+    monkeypatch.setattr(preempt, "_received", None)  # restored afterwards: later tests see no stop request
+    done, fired = threading.Event(), threading.Event()
+    deadline._watch(0.05, done, fired).join(5)
+    assert fired.is_set() and preempt.requested() and preempt.cause() == "SIGTERM"
+    monkeypatch.setattr(preempt, "_received", None)
+    done, fired = threading.Event(), threading.Event()
+    thread = deadline._watch(60, done, fired)
+    done.set()  # the command ended first: no stop
+    thread.join(5)
+    assert not fired.is_set() and not preempt.requested()
+
+
+@pytest.mark.slow
+def test_a_deadline_stop_resumes_to_the_uninterrupted_record(dirs, tmp_path, monkeypatch, capsys):
+    args = fast_args(dirs["pid"], "tables=[table2]", "recipe.epochs=3", "recipe.lr=3e-3",
+                     "recipe.warmup_epochs=0", "runtime.deterministic=true", *NO_AUG)
+    assert main(["reproduce", *args]) == 0
+    ref = {r["run_id"]: r for r in records.load_records(dirs["pid"], root=dirs["results"])[0]}
+    monkeypatch.setenv("REPRO_RESULTS_DIR", str(tmp_path / "deadline"))
+    monkeypatch.setenv("REPRO_CACHE_DIR", str(tmp_path / "deadline_cache"))
+    real_watch = deadline._watch
+
+    def at_first_epoch_end(seconds, done, fired):
+        """The deadline reached once the first run has logged an epoch (of 6): mid-campaign on any machine."""
+        while not list((tmp_path / "deadline_cache").glob("runs/*/*/*/log.csv")) and not done.is_set():
+            time.sleep(0.005)
+        return real_watch(0, done, fired)
+    monkeypatch.setattr(deadline, "_watch", lambda s, d, f: threading.Thread(
+        target=at_first_epoch_end, args=(s, d, f), daemon=True).start())
+    assert deadline.main(["1h", "--margin", "30", "reproduce", *args]) == 0
+    out = capsys.readouterr().out
+    assert "this campaign:" in out and "deadline: stopped 30 s before it" in out and "run the same command" in out
+    assert len(records.load_records(dirs["pid"], root=tmp_path / "deadline")[0]) < len(ref)
+    monkeypatch.setattr(deadline, "_watch", real_watch)
+    assert deadline.main(["1h", "reproduce", *args]) == 0  # the same command resumes
+    got = {r["run_id"]: r for r in records.load_records(dirs["pid"], root=tmp_path / "deadline")[0]}
+    assert sorted(got) == sorted(ref)
+    timing = ("epoch_s", "images_per_s")
+    for run_id, rec in got.items():
+        a, b = dict(rec["metrics"]), dict(ref[run_id]["metrics"])
+        strip = lambda h: [{k: v for k, v in row.items() if k not in timing} for row in h]  # noqa: E731
+        assert strip(a.pop("history")) == strip(b.pop("history")) and a == b

@@ -1,0 +1,99 @@
+"""A fused group's steps equal its runs trained alone (repro/train/fused.py)."""
+from __future__ import annotations
+
+import timm
+import torch
+
+from repro.data.fastpath import FastPath
+from repro.train.machine import trained_how
+from repro.train.fused import FusedRuns, check_group
+from repro.train.recipe import build_criterion, build_optimizer, build_scheduler
+
+MODEL = dict(img_size=32, patch_size=8, depth=1, embed_dim=32, num_heads=2, num_classes=10)
+DATA = {"mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225], "img_size": 32, "crop_padding": 4}
+RECIPE = {"batch_size": 8, "lr": 1e-3, "weight_decay": 0.05, "sched": "cosine", "warmup_epochs": 1,
+          "warmup_lr": 1e-4, "min_lr": 1e-5, "step_on_epochs": False, "aa": "rand-m9", "hflip": 0.5,
+          "reprob": 0.25, "mixup": 0.8, "cutmix": 1.0, "smoothing": 0.1}
+SEEDS, STEPS, EPOCHS = (0, 1, 2), 4, 2
+# run 1 at another lr; run 2 clipped at a norm its gradients exceed, the others at one they never reach
+PER_RUN = [{"clip_grad": 100.0}, {"lr": 3e-3, "clip_grad": 100.0}, {"clip_grad": 0.05}]
+RTOL = 1e-5  # float32: each parameter tensor after STEPS steps, ||fused - alone|| / ||alone|| (measured: <= 6e-7)
+
+
+def key_bias_out(name: str, w: torch.Tensor) -> torch.Tensor:
+    """The attention's key bias left out: its gradient is zero in exact arithmetic (softmax ignores a
+    shift shared by a query's scores), so AdamW turns float rounding into +-lr steps there, alone or fused."""
+    if not name.endswith("attn.qkv.bias"):
+        return w
+    q, _, v = w.chunk(3)
+    return torch.cat([q, v])
+
+
+def model(seed: int) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return timm.create_model("vit_tiny_patch16_224", **MODEL)
+
+
+def loader(seed: int) -> FastPath:
+    g = torch.Generator().manual_seed(123)  # one dataset, every run its own order and augmentation
+    images = torch.randint(0, 256, (64, 3, 32, 32), dtype=torch.uint8, generator=g)
+    labels = torch.randint(0, 10, (64,), generator=g)
+    return FastPath(images, labels, 8, RECIPE, DATA, 10, seed)
+
+
+def alone(seed: int, recipe: dict) -> tuple[dict, list[float], list[float]]:
+    """The engine's step (repro/train/engine.py _step) for one run: weights, losses and grad norms."""
+    m, data = model(seed), loader(seed)
+    opt = build_optimizer(m, recipe)
+    sched = build_scheduler(opt, recipe, EPOCHS, data.steps_per_epoch)
+    criterion = build_criterion(recipe, mixup=True)
+    losses, norms = [], []
+    for step, (x, t) in enumerate(data.epoch(0), 1):
+        loss = criterion(m(x), t)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        norms.append(float(torch.nn.utils.clip_grad_norm_(m.parameters(), recipe["clip_grad"])))
+        opt.step()
+        sched.step_update(num_updates=step)
+        losses.append(float(loss.detach()))
+        if step == STEPS:
+            return m.state_dict(), losses, norms
+
+
+def test_fused_steps_equal_the_runs_trained_alone():
+    recipes = [{**RECIPE, **r} for r in PER_RUN]
+    loaders = [loader(s) for s in SEEDS]
+    fused = FusedRuns([model(s) for s in SEEDS], recipes, EPOCHS, loaders[0].steps_per_epoch,
+                      build_criterion(RECIPE, mixup=True))
+    losses, norms = [], []
+    for step, batches in enumerate(zip(*(ld.epoch(0) for ld in loaders)), 1):
+        losses.append(fused.step(torch.stack([b[0] for b in batches]), torch.stack([b[1] for b in batches])))
+        norms.append(fused.grad_norm.clone())
+        if step == STEPS:
+            break
+    for k, (seed, recipe) in enumerate(zip(SEEDS, recipes)):
+        weights, ref_losses, ref_norms = alone(seed, recipe)
+        assert torch.allclose(torch.stack(losses)[:, k], torch.tensor(ref_losses), rtol=RTOL)
+        assert torch.allclose(torch.stack(norms)[:, k], torch.tensor(ref_norms), rtol=RTOL)
+        mine = {n: key_bias_out(n, w) for n, w in fused.model_state(k).items()}
+        for name, w in weights.items():
+            w = key_bias_out(name, w)
+            assert (mine[name] - w).norm() <= RTOL * w.norm(), (k, name)
+    clipped = [n > r["clip_grad"] for n, r in zip(torch.stack(norms).T, recipes)]
+    assert [bool(c.all()) for c in clipped] == [False, False, True]  # clipping bound for run 2 alone
+    assert not torch.equal(fused.params["head.weight"][0], fused.params["head.weight"][1])
+
+
+def test_a_group_shares_all_but_lr_and_clipping():
+    check_group([RECIPE, {**RECIPE, "lr": 5e-3, "clip_grad": 1.0}])
+    try:
+        check_group([RECIPE, {**RECIPE, "weight_decay": 0.1}])
+    except ValueError as e:
+        assert "recipe.weight_decay" in str(e)
+    else:
+        raise AssertionError("a group with different weight decay was accepted")
+
+
+def test_a_record_says_how_its_run_was_trained():
+    assert trained_how("a") == {"trained": "alone"} == trained_how("a", ["a"])
+    assert trained_how("b", ["c", "a", "b"]) == {"trained": "fused", "fused_with": ["a", "c"]}

@@ -1,0 +1,71 @@
+"""runtime.fused=true: a cell's seeds train as one fused group through the CLI (repro/train/group.py)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from repro import records
+from repro.cli import main
+from repro.data.batch_aug import BatchAugment
+from repro.data.fastpath import FastPath
+from repro.data.tensor_loader import TensorTrainLoader
+from repro.train import preempt
+
+from conftest import fast_args
+
+NO_AUG = ["recipe.mixup=0", "recipe.cutmix=0", "recipe.aa=null", "recipe.reprob=0", "recipe.smoothing=0"]
+DATA = {"mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225], "img_size": 32, "crop_padding": 4}
+
+
+def test_fast_path_draws_the_tensor_pipelines_batches_under_crop_and_flip_alone():
+    """Why a tensor-pipeline run under such a recipe (the cpu scale's) can train fused unchanged."""
+    recipe = {"aa": None, "reprob": 0.0, "mixup": 0.0, "cutmix": 0.0, "hflip": 0.5}
+    images = torch.randint(0, 256, (40, 3, 32, 32), dtype=torch.uint8)
+    labels = torch.arange(40) % 10
+    fast = FastPath(images, labels, 8, recipe, DATA, 10, seed=4)
+    tensor = TensorTrainLoader(images, labels, 8, BatchAugment(recipe, DATA, "cpu"), seed=4)
+    for epoch in (0, 1):
+        for (a, ya), (b, yb) in zip(fast.epoch(epoch), tensor.epoch(epoch), strict=True):
+            assert torch.equal(a, b) and torch.equal(ya, yb)
+
+
+@pytest.mark.slow
+def test_fused_seeds_stopped_and_resumed_record_what_alone_runs_record(dirs, tmp_path, monkeypatch):
+    pid = dirs["pid"]
+    args = fast_args(pid, "tables=[table2]", "seeds=2", "recipe.epochs=2", "recipe.lr=3e-3",
+                     "recipe.warmup_epochs=0", "runtime.checkpoint_every_s=0", *NO_AUG)
+    assert main(["reproduce", *args]) == 0  # alone
+    alone = {r["run_id"]: r for r in records.load_records(pid, root=dirs["results"])[0]}
+    fused_root = tmp_path / "fused"
+    monkeypatch.setenv("REPRO_RESULTS_DIR", str(fused_root))
+    monkeypatch.setenv("REPRO_CACHE_DIR", str(tmp_path / "fused_cache"))
+    calls = []
+    with monkeypatch.context() as m:  # a stop request at the 13th step of the first group (of 20)
+        m.setattr(preempt, "requested", lambda: calls.append(1) or len(calls) == 13)
+        assert main(["reproduce", *args, "runtime.fused=true"]) != 0
+    assert not records.load_records(pid, root=fused_root)[0]
+    assert main(["reproduce", *args, "runtime.fused=true"]) == 0
+    fused = {r["run_id"]: r for r in records.load_records(pid, root=fused_root)[0]}
+    assert sorted(fused) == sorted(alone) and len(fused) == 4
+    for run_id, rec in fused.items():
+        ref = alone[run_id]
+        prov = rec["provenance"]
+        assert ref["provenance"]["trained"] == "alone" and prov["trained"] == "fused"
+        assert len(prov["fused_with"]) == 1 and prov["fused_with"][0] != run_id
+        assert fused[prov["fused_with"][0]]["cell"] == rec["cell"]  # the other seed of its cell
+        a, b = ref["metrics"], rec["metrics"]
+        assert a["steps"] == b["steps"] and len(a["history"]) == len(b["history"]) == a["epochs"]
+        for ra, rb in zip(a["history"], b["history"]):
+            assert ra["train_loss"] == pytest.approx(rb["train_loss"], rel=1e-4)
+        assert a["eval_loss"] == pytest.approx(b["eval_loss"], rel=1e-4)
+        assert abs(a["top1"] - b["top1"]) <= 100 / 40  # at most one of the 40 test images
+
+
+def test_the_engine_trains_on_the_fast_path_with_its_own_mixing(dirs):
+    pid = dirs["pid"]
+    assert main(["reproduce", *fast_args(pid, "tables=[table2]", "data.pipeline=fastpath", "recipe.max_steps=3",
+                                         "recipe.epochs=1")]) == 0
+    recs = records.load_records(pid, root=dirs["results"])[0]
+    assert len(recs) == 2 and all(r["status"] == "finished" for r in recs)
+    assert all(r["provenance"]["data"]["pipeline"] == "fastpath" and r["metrics"]["steps"] == 3 for r in recs)
+    assert recs[0]["config"]["recipe"]["mixup"] > 0 and recs[0]["config"]["recipe"]["aa"]
