@@ -304,6 +304,7 @@ class Comparison:
     problems: list[str]
     resolves: dict[str, set] = field(default_factory=dict)  # scale -> training claims it is designed to resolve
     defined: dict[str, set] = field(default_factory=dict)   # scale -> (table, row, column) cells its runs fill
+    models: dict = field(default_factory=dict)  # registered model name -> its constructor arguments (the plans)
 
     def runs_table(self, table: str, scale: str | None) -> bool:
         """Do this scale's experiments run any cell of the table? (True when unknown)"""
@@ -553,4 +554,5 @@ def compare(paper: Paper, records: list[dict], bad: list[RecordError] | None = N
         own = order_scales({s for (s, t, *_r) in index if t == table.id}) if table.reproduced else []
         for scale in own or [None]:
             views.append(table_view(paper, table, scale, index, (defined or {}).get(scale), models))
-    return Comparison(paper, scales, views, records, index, problems, dict(resolves or {}), dict(defined or {}))
+    return Comparison(paper, scales, views, records, index, problems, dict(resolves or {}), dict(defined or {}),
+                      dict(models or {}))

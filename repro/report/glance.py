@@ -79,7 +79,7 @@ def setting(cmp: Comparison, checks: list[Check], scale: str) -> dict:
     seeds = _joined(c.n for ref in {x for ch in checks for x in (ch.lhs, ch.rhs)} if ref.const is None
                     for c in [cmp.cell(ref, scale)] if c is not None and c.n)
     out = {"data": "; ".join(sorted({data_label(c) for c in configs if as_dict(c.get("data"))})),
-           "models": sorted({m for r in recs if (m := model_label(r))}), "epochs": epochs, "seeds": seeds}
+           "models": sorted({m for r in recs if (m := model_label(r, cmp.models))}), "epochs": epochs, "seeds": seeds}
     budget = ", ".join(x for x in (f"{epochs} epochs" if epochs else "",
                                    f"{seeds} seed{'s' if seeds != '1' else ''}" if seeds else "") if x)
     out["budget"], out["lines"] = budget, [x for x in (out["data"], *out["models"], budget) if x]

@@ -44,7 +44,7 @@ def percent(share: float) -> str:
 FAMILIES = {"deit": "DeiT", "convit": "ConViT", "cmhsa": "CMHSA", "augvit": "Aug-ViT", "vit": "ViT"}
 
 
-def model_label(rec: dict) -> str:
+def model_label(rec: dict, models: dict | None = None) -> str:
     """A trained model named by what was measured, not by the paper's size name: 'ConViT, depth 6, 9 heads,
     0.86M' (family from the registered name, shape from its config or metrics, parameters counted)."""
     config, metrics = as_dict(rec.get("config")), as_dict(rec.get("metrics"))
@@ -54,7 +54,7 @@ def model_label(rec: dict) -> str:
     stem = name.removeprefix("repro_").split("_")[0]
     arch = {**{k: metrics[k] for k in ("depth",) if isinstance(metrics.get(k), int)},
             **({"num_heads": metrics["heads"]} if isinstance(metrics.get("heads"), int) else {}),
-            **_architecture(config)}
+            **_architecture(config, models)}
     parts = [FAMILIES.get(stem, stem) + (" (conv)" if "conv" in name.split("_") else "")]
     if isinstance(arch.get("depth"), int):
         parts.append(f"depth {arch['depth']}")
@@ -82,7 +82,7 @@ def protocol_parts(rec: dict, models: dict | None = None) -> dict:
     arch = _architecture(config, models)
     shape = " ".join(f"{label} {arch[k]}" for k, label in (("depth", "depth"), ("embed_dim", "width"),
                                                             ("num_heads", "heads"), ("patch_size", "patch")) if k in arch)
-    out = {"data": data_label(config), "model": str(model["name"]), "shape": shape, "label": model_label(rec),
+    out = {"data": data_label(config), "model": str(model["name"]), "shape": shape, "label": model_label(rec, models),
            "fraction": fraction(config) or 1.0}
     params = as_dict(rec.get("metrics")).get("params")
     if isinstance(params, (int, float)):
