@@ -14,8 +14,9 @@ $(PY):
 install: $(PY)
 	$(PY) -m pip install -q -e ".[dev,slurm]"
 
+# Two workers, a file each at a time (pytest-xdist): the suite's tests use one thread each, so two fill a 2-core machine.
 test: $(PY)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile
 
 test-fast: $(PY)
 	$(PY) -m pytest -q -m "not slow"

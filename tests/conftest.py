@@ -14,6 +14,13 @@ from PIL import Image
 
 REPO = Path(__file__).resolve().parents[1]
 
+def pytest_collection_modifyitems(config, items):
+    """The real-scheduler tests first (the longest file: minutes of SLURM jobs): under pytest-xdist (`make
+    test` runs two workers) they then run beside the rest instead of after it. A stable sort: the same order
+    in every worker, as xdist requires."""
+    items.sort(key=lambda item: item.path.name != "test_slurm.py")
+
+
 # Tiny models gain nothing from a second thread, and on a shared 2-core machine two OpenMP threads
 # per process can be 10x slower than one: keep the suite's timings stable.
 torch.set_num_threads(1)

@@ -95,7 +95,7 @@ def test_sigterm_checkpoints_releases_the_lock_and_a_rerun_resumes_exactly(dirs,
     err = capsys.readouterr().err.strip()
     assert err.startswith("stopped: SIGTERM: ") and "\n" not in err and "checkpointed at step 5 (epoch 1" in err
     run = tmp_path / "again-cache" / "runs" / pid / "tiny" / ref["run_id"]
-    assert (run / "last.pt").exists() and not (run / locks.LOCK_NAME).exists()
+    assert (run / "last.pt").exists() and not list((tmp_path / "again-results").rglob(locks.LOCK_NAME))
     assert not list((tmp_path / "again-results").rglob("records/*.json"))  # no record: the run is not over
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler goes with the command
     flag.unlink()
@@ -143,7 +143,8 @@ def test_submitit_requeue_signal_checkpoints_first_then_submitit_requeues(dirs, 
 
     def submitit_requeue(signum, frame):  # what submitit's checkpoint_and_try_requeue would find on disk
         (run,) = list(runs.iterdir())
-        seen.append((signum, (run / "last.pt").exists(), (run / locks.LOCK_NAME).exists()))
+        held = list(dirs["results"].rglob(locks.LOCK_NAME))  # run locks live in the results folder
+        seen.append((signum, (run / "last.pt").exists(), bool(held)))
 
     old = signal.signal(signal.SIGUSR2, submitit_requeue)
     try:
@@ -173,11 +174,12 @@ def test_sigterm_from_outside_leaves_a_checkpoint_and_no_lock(dirs, tmp_path):
     _wait_for(runs, p)
     (run,) = list(runs.iterdir())
     _wait_for(run / "log.csv", p)  # inside the run's first epochs
+    assert list(dirs["results"].rglob(locks.LOCK_NAME))  # held in the results folder while it trains
     p.send_signal(signal.SIGTERM)
     out, err = p.communicate(timeout=120)
     assert p.returncode == preempt.EXIT_CODE, out + err
     assert err.strip().splitlines()[-1].startswith(f"stopped: SIGTERM: {run.name} checkpointed at step ")
-    assert (run / "last.pt").exists() and not (run / locks.LOCK_NAME).exists()
+    assert (run / "last.pt").exists() and not list(dirs["results"].rglob(locks.LOCK_NAME))
 
 
 @pytest.mark.slow
@@ -193,7 +195,7 @@ def test_two_torchrun_commands_on_one_folder_train_each_run_once(dirs, tmp_path)
     assert len(trained) == len(set(trained)) == 4, outs  # 2 fractions x 2 seeds, each by one command
     recs = records.load_records(dirs["pid"], root=dirs["results"])[0]
     assert len(recs) == 4 and all(r["provenance"]["world_size"] == 2 for r in recs)
-    assert not list((dirs["cache"] / "runs").rglob(locks.LOCK_NAME))
+    assert not list(dirs["results"].rglob(locks.LOCK_NAME))
 
 
 # ------------------------------------------------------------------ launchers that report

@@ -284,11 +284,12 @@ def test_hooks_read_attention_on_each_layers_actual_input():
     assert not m.blocks[0].attn._forward_hooks
 
 
-def test_import_repro_alone_registers_every_model_and_pretrained_is_refused():
-    """A fresh interpreter: `import repro` is enough for timm.create_model; pretrained=True is one clear error."""
+def test_import_repro_models_registers_every_model_and_pretrained_is_refused():
+    """A fresh interpreter: `import repro.models` is enough for timm.create_model (plain `import repro` loads no
+    torch, so that the report imports without it); pretrained=True is one clear error."""
     import subprocess
     import sys
-    code = ("import timm, repro; names = timm.list_models('repro_*'); m = timm.create_model('repro_convit_small'); "
+    code = ("import timm, repro.models; names = timm.list_models('repro_*'); m = timm.create_model('repro_convit_small'); "
             "print(len(names), type(m).__name__)\n"
             "try:\n    timm.create_model('repro_deit_tiny', pretrained=True)\nexcept ValueError as e:\n    print('refused:', e)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)

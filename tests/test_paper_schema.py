@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from repro import spec
+from repro import paper as spec
 from repro.paper import SpecError, load_paper, parse_printed
 
 REPO = Path(__file__).resolve().parents[1]

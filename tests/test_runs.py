@@ -87,7 +87,8 @@ def test_convit_table2_cells_at_every_scale():
                        "full": ("repro_deit_small", "repro_convit_small")}
     for scale, seeds in (("tiny", 1), ("small", 3), ("full", 1)):
         specs = build_specs({**composed(scale), "tables": ["table2"]})
-        assert len(specs) == 5 * 2 * seeds
+        controls = 1 if scale == "small" else 0  # small adds a DeiT of ConViT's size (the capacity control)
+        assert len(specs) == 5 * (2 + controls) * seeds
         assert {s.cell["row"] for s in specs} == {"f5", "f10", "f30", "f50", "f100"}
         f10_deit = [s for s in specs if s.cell["row"] == "f10" and s.name == "deit" and s.seed == 0][0]
         assert f10_deit.cell == {"row": "f10", "columns": {"deit_top1": "top1", "deit_top5": "top5"}}
@@ -103,10 +104,10 @@ def test_convit_table2_cells_at_every_scale():
             assert f10_deit.config["data"]["name"] == data and f10_deit.config["data"]["img_size"] == 32
     # --seeds changes the seed count, tables filters, shards split the list without overlap
     c = {**composed("small"), "tables": ["table2"]}
-    assert len(build_specs({**c, "seeds": 1})) == 10
+    assert len(build_specs({**c, "seeds": 1})) == 15  # 5 fractions x (the pair + the equal-size control)
     parts = [build_specs({**c, "num_shards": 3, "shard": k}) for k in range(3)]
     ids = [s.run_id for p in parts for s in p]
-    assert len(ids) == len(set(ids)) == 30
+    assert len(ids) == len(set(ids)) == 45
 
 
 def test_spec_is_frozen():

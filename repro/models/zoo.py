@@ -19,7 +19,7 @@ import yaml
 from tabulate import tabulate
 from tqdm import tqdm
 
-from .. import spec
+from ..paper import parse_printed, prints_as
 from ..probes.cost import count_macs, count_params, macs_without_attention
 from . import registry  # noqa: F401  (registers repro_* names)
 
@@ -31,10 +31,10 @@ def agrees(measured: float, printed, convention: str = "round") -> bool | None:
     convention, rounding ("27M" is 26.5M-27.5M) or truncation ("27M" is 27M-28M)?"""
     if printed is None:
         return None
-    pv = spec.parse_printed(printed)
+    pv = parse_printed(printed)
     if pv.value is None:
         raise ValueError(f"cannot read printed number {printed!r}")
-    return spec.prints_as(measured, pv, convention)
+    return prints_as(measured, pv, convention)
 
 
 def measure_row(row: dict) -> dict:
