@@ -410,11 +410,12 @@ def test_every_cpu_run_dry_runs(paper, dirs, capsys):
 @pytest.mark.slow
 def test_cpu_scale_runs_two_jobs_and_a_rerun_skips_everything(dirs, capfd):
     """jobs=2 (the cpu scale's default): one process per group of runs, two at a time, one report; pointers
-    run beside their source (Table 2's 12 trained runs open 12 groups; Table 5 reads them)."""
+    run beside their source (Table 2's 18 trained runs, the pair and the equal-size control, open 18 groups;
+    Table 5 reads them)."""
     assert main(["reproduce", "paper=convit", "scale=cpu", "smoke=true", "tables=[table2,table5]"]) == 0
     out = capfd.readouterr().out
-    assert "12 of 12 group(s) of runs to do, 2 at a time, 1 thread(s) each" in out
-    assert all(f"shard {g}/12" in out for g in range(12)) and "12/12 group(s) done" in out
+    assert "18 of 18 group(s) of runs to do, 2 at a time, 1 thread(s) each" in out
+    assert all(f"shard {g}/18" in out for g in range(18)) and "18/18 group(s) done" in out
     assert "2 jobs x 1 thread(s) finished" in out
     recs, bad = records.load_records("convit", root=dirs["results"])
     assert not bad and len(recs) == len(paper_runs("convit", "cpu", tables=["table2", "table5"]))

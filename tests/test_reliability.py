@@ -317,7 +317,7 @@ def test_an_invalid_record_in_any_table_is_named_before_anything_runs(dirs, caps
     reproduce checks every record of the paper, not only those of the tables it runs."""
     pid = dirs["pid"]
     assert main(["reproduce", *fast_args(pid, "tables=[table1]")]) == 0
-    good = json.loads(next(dirs["results"].rglob("*.json")).read_text())
+    good = json.loads(next(dirs["results"].rglob("records/*.json")).read_text())
     bad = records.record_path(pid, "tiny", "table9-r-vit-s0-0123456789", root=dirs["results"])
     bad.write_text(json.dumps({**good, "table": "table9", "metrics": {"top1": top1}}))
     with pytest.raises(records.RecordError, match=r"metrics.top1 = .* is not an accuracy in \[0, 100\]"):
