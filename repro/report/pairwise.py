@@ -96,8 +96,8 @@ def numbers(c: Check) -> str:
     (Holm), n 3/3, resolvable 2.09, paper +0.9'."""
     t = decisive(c)
     parts = [] if c.effect is None else [f"effect {c.effect:+.3g}"]
-    if c.relation == "rate" and t:
-        parts[-1] = f"{int(t.statistic)} of {t.n[0]} runs at or below {_fmt(c.rhs.const)}, share " + parts[-1]
+    if c.share and t:
+        parts[-1] = f"{c.share[0]} of {c.share[1]} runs at or below {_fmt(c.rhs.const)}, share " + parts[-1]
     if parts and c.margin:  # quoted past a margin: the gap itself stays in view
         parts[-1] = f"gap {c.effect + c.margin:+.3g} against a margin of {c.margin:g}: {parts[-1]}"
     if t and t.ci:
@@ -176,16 +176,16 @@ def _few(a: list, b: list, rhs: Ref) -> bool:
 def check_pair(cmp: Comparison, claim: Claim, lhs: Ref, rhs: Ref, scale: str | None) -> Check:
     """Judge one (lhs, rhs) comparison of a claim at one scale (before Holm: ``finish`` adjusts), keeping
     the claim's margin and the two means it compared."""
-    c = _check_pair(cmp, claim, lhs, rhs, scale)
-    sides = (_values(cmp, lhs, scale), _values(cmp, rhs, scale))
+    a, b = _values(cmp, lhs, scale), _values(cmp, rhs, scale)
+    c = _check_pair(cmp, claim, lhs, rhs, scale, a, b)
     c.margin = claim.margin if c.relation == ">" else 0.0
-    if all(v and not any(isinstance(x, list) for x in v) for v in sides):
-        c.means = tuple(float(np.mean(v)) for v in sides)
+    if all(v and not any(isinstance(x, list) for x in v) for v in (a, b)):
+        c.means = tuple(float(np.mean(v)) for v in (a, b))
     return c
 
 
-def _check_pair(cmp: Comparison, claim: Claim, lhs: Ref, rhs: Ref, scale: str | None) -> Check:
-    a, b = _values(cmp, lhs, scale), _values(cmp, rhs, scale)
+def _check_pair(cmp: Comparison, claim: Claim, lhs: Ref, rhs: Ref, scale: str | None, a: list | None,
+                b: list | None) -> Check:
     if a is None or b is None:
         missing = [r for r, v in ((lhs, a), (rhs, b)) if v is None]
         diverged = [str(r) for r in missing if _diverged(cmp, r, scale)]
@@ -343,8 +343,8 @@ def _test_text(c: Check, parts: list[str]) -> str:
                 f"excess {worst.effect:+.3g}" + (f", p(>)={worst.p_greater:.3g}, Holm {worst.p_greater_adj:.3g}"
                                                  if worst.p_greater is not None else ""))
     res = f"resolvable ≥ {_fmt(t.mde)} ({t.basis})" if t.mde is not None else t.basis
-    if c.relation == "rate":
-        res = f"{int(t.statistic)} of {t.n[0]} runs at or below {_fmt(c.rhs.const)}; " + res
+    if c.share:
+        res = f"{c.share[0]} of {c.share[1]} runs at or below {_fmt(c.rhs.const)}; " + res
     head = f"effect {t.effect:+.3g}" + (f" [95% CI {t.ci[0]:+.3g}, {t.ci[1]:+.3g}]" if t.ci else "") + f", {res}"
     if t.p_greater is None:
         return f"{head}; no spread across seeds (n={t.n[0]} vs {t.n[1]})"
