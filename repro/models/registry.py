@@ -1,9 +1,10 @@
 """Named configs for every model row the five papers report, registered with timm.
 
-Each name is a small ``@register_model`` function, as timm's own models are; the constructor arguments
-it builds with stand in ``MODELS`` (which ``architecture`` also reads), its description in its docstring
-and its pretrained cfg (``default_cfgs``: input size, mean/std, crop, the paper and table; no weights, see
-factory.py). Any argument can be overridden through ``timm.create_model(name, **kwargs)`` (img_size,
+Each name is a small ``@register_model`` function, as timm's own models are. ``MODELS`` holds each name's
+paper, constructor arguments (``architecture`` reads them too) and description, from which its pretrained
+cfg is made (``default_cfgs``: input size, mean/std, crop, the paper and table; no weights, see
+factory.py); the function's docstring repeats the description (tests/test_model_registry.py holds the two
+equal). Any argument can be overridden through ``timm.create_model(name, **kwargs)`` (img_size,
 patch_size, depth, num_classes, ...). Sources: ConViT Table 1 (heads/dim), CMHSA Table 1, Aug-ViT Table 2
 and the release notes in ../shared/papers/README.md, patch-diversification Tables 2-5, Res-Post-LN
 supplement Table 1.
