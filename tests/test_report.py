@@ -583,6 +583,50 @@ def test_report_index_and_notebook_built_from_the_records_agree_on_every_verdict
         assert re.search(rf"^\| {claim} +\|.*\| {re.escape(label)} · {scale} +\|", markdown, re.M | re.I), (claim, scale)
 
 
+def _committed(paper: str, figure_id: str, scale: str = "cpu"):
+    """A figure drawn from the committed records, with its comparison (one paper: under a second)."""
+    from repro.report import figures
+    from repro.report.assess import assess, read_plans
+
+    spec = load_paper(REPO / "papers" / paper / "paper.yaml")
+    records, bad = load_records(paper, root=REPO / "results")
+    cmp = assess(spec, records, bad, read_plans(paper, records, REPO / "results")).cmp
+    fig = next(f for f in spec.figures if f.id == figure_id)
+    return cmp, fig, figures.draw(cmp, fig, scale).axes[0]
+
+
+def _levels(ax, prefix: str) -> list[tuple]:
+    return [(tuple(ln.get_xdata()), tuple(ln.get_ydata())) for ln in ax.get_lines()
+            if ln.get_label().startswith(prefix)]
+
+
+@pytest.mark.parametrize("figure_id", ["gating", "gating_training"])
+def test_gate_figures_draw_the_level_the_gates_precondition_judges_the_last_gpsa_layer_against(figure_id):
+    """pre_gates_moved judges fig6_gates' last-layer gate (a point of these curves, measured on the same runs)
+    against the gate at init less 0.05: that level, named and said to be about the last GPSA layer."""
+    cmp, _, ax = _committed("convit", figure_id)
+    init = cmp.cell(Ref("fig6_gates", "convit", "gate_init"), "cpu").mean
+    (level,) = _levels(ax, "pre_gates_moved")
+    assert level[1] == pytest.approx((init - 0.05,) * 2)
+    label = next(ln.get_label() for ln in ax.get_lines() if ln.get_label().startswith("pre_gates_moved"))
+    assert "last GPSA layer" in label.replace("\n", " ") and "< 0.681" in label
+
+
+def test_loss_figure_draws_the_early_means_its_claims_compare_and_the_similarity_bound():
+    """CMHSA's Figure 2 claims compare each curve's mean over the first half of the epochs (early loss), and
+    bound the conv-init gap (w/o - w/ warm-up) by 0.05: the four means as segments over those epochs, the
+    bound as the w/ warm-up mean + 0.05 over the same span, and the caption says what is compared."""
+    cmp, fig, ax = _committed("cmhsa", "figure2")
+    early = {(row, col): cmp.cell(Ref("figure2", row, col), "cpu").mean
+             for row in ("conv_init", "random_init") for col in ("early_loss_warm", "early_loss_nowarm")}
+    segments = {ys[0] for xs, ys in _levels(ax, "_") if xs == (1, 3) and ys[0] == ys[1]}
+    assert all(any(abs(v - y) < 1e-9 for y in segments) for v in early.values())
+    assert _levels(ax, "mean of epochs 1-3")  # one legend entry says what the segments are
+    (bound,) = _levels(ax, "f2_conv_init_losses_similar: <=")
+    assert bound == ((1, 3), (early["conv_init", "early_loss_warm"] + 0.05,) * 2)
+    assert "the claims compare the curves' means over the first half of the epochs" in fig.caption
+
+
 def _overlap(a, b) -> bool:
     return a.x0 < b.x1 - 1 and b.x0 < a.x1 - 1 and a.y0 < b.y1 - 1 and b.y0 < a.y1 - 1
 

@@ -1,10 +1,13 @@
 """Named configs for every model row the five papers report, registered with timm.
 
-Each function only sets hyperparameters (timm's ``register_model`` idiom); any of them can be
-overridden through ``timm.create_model(name, **kwargs)`` (img_size, patch_size, depth, num_classes, ...).
-Each name has a pretrained cfg (``default_cfgs``: input size, mean/std, crop, the paper and table; no
-weights, see factory.py). Sources: ConViT Table 1 (heads/dim), CMHSA Table 1, Aug-ViT Table 2 and the
-release notes in ../shared/papers/README.md, patch-diversification Tables 2-5, Res-Post-LN supplement Table 1.
+Each name is a small ``@register_model`` function, as timm's own models are. ``MODELS`` holds each name's
+paper, constructor arguments (``architecture`` reads them too) and description, from which its pretrained
+cfg is made (``default_cfgs``: input size, mean/std, crop, the paper and table; no weights, see
+factory.py); the function's docstring repeats the description (tests/test_model_registry.py holds the two
+equal). Any argument can be overridden through ``timm.create_model(name, **kwargs)`` (img_size,
+patch_size, depth, num_classes, ...). Sources: ConViT Table 1 (heads/dim), CMHSA Table 1, Aug-ViT Table 2
+and the release notes in ../shared/papers/README.md, patch-diversification Tables 2-5, Res-Post-LN
+supplement Table 1.
 """
 from __future__ import annotations
 
@@ -15,99 +18,250 @@ from timm.models import generate_default_cfgs, register_model
 from .factory import build, pretrained_cfg
 from .vit import VisionTransformer
 
-_NAMES: dict[str, tuple[dict, str, str]] = {}  # name -> (defaults, doc, paper id)
-
-
-def _add(name: str, defaults: dict, doc: str, paper: str) -> None:
-    _NAMES[name] = (defaults, doc, paper)
-
-
-# DeiT (Touvron et al. 2021) and ConViT's wider "+" DeiT baselines (ConViT Table 1).
-DEIT = dict(qkv_bias=True)
+DEIT = dict(qkv_bias=True)  # DeiT (Touvron et al. 2021) and ConViT's wider "+" DeiT baselines
 CONVIT = dict(qkv_bias=False, gpsa_layers=10, locality_strength=1.0)
-SIZES = {  # size -> (embed_dim, heads) for DeiT and ConViT
-    "tiny": ((192, 3), (192, 4)),
-    "small": ((384, 6), (432, 9)),
-    "base": ((768, 12), (768, 16)),
-    "tiny_plus": ((256, 4), (256, 4)),
-    "small_plus": ((576, 9), (576, 9)),
-    "base_plus": ((1024, 16), (1024, 16)),
+C32 = dict(img_size=32, patch_size=4, num_classes=10)  # the tiny/small scales' CIFAR size: patch 4, 8x8 grid
+AUG = dict(aug_paths=2, aug_mlp=True, aug_scale=0.75)  # Aug-ViT's release: T = 2 paths on MSA and MLP, sum x 3/4
+
+MODELS: dict[str, tuple[str, dict, str]] = {  # name -> (paper id, constructor arguments, description)
+    # ConViT Table 1: DeiT and ConViT at each size, and the wider "+" models
+    "repro_deit_tiny": ("convit", dict(DEIT, embed_dim=192, num_heads=3),
+                        "DeiT-tiny: dim 192, 3 heads (ConViT Table 1)."),
+    "repro_convit_tiny": ("convit", dict(CONVIT, embed_dim=192, num_heads=4),
+                          "ConViT-tiny: dim 192, 4 heads, 10 GPSA + 2 MHSA blocks (ConViT Table 1)."),
+    "repro_deit_small": ("convit", dict(DEIT, embed_dim=384, num_heads=6),
+                         "DeiT-small: dim 384, 6 heads (ConViT Table 1)."),
+    "repro_convit_small": ("convit", dict(CONVIT, embed_dim=432, num_heads=9),
+                           "ConViT-small: dim 432, 9 heads, 10 GPSA + 2 MHSA blocks (ConViT Table 1)."),
+    "repro_deit_base": ("convit", dict(DEIT, embed_dim=768, num_heads=12),
+                        "DeiT-base: dim 768, 12 heads (ConViT Table 1)."),
+    "repro_convit_base": ("convit", dict(CONVIT, embed_dim=768, num_heads=16),
+                          "ConViT-base: dim 768, 16 heads, 10 GPSA + 2 MHSA blocks (ConViT Table 1)."),
+    "repro_deit_tiny_plus": ("convit", dict(DEIT, embed_dim=256, num_heads=4),
+                             "DeiT-tiny_plus: dim 256, 4 heads (ConViT Table 1)."),
+    "repro_convit_tiny_plus": ("convit", dict(CONVIT, embed_dim=256, num_heads=4),
+                               "ConViT-tiny_plus: dim 256, 4 heads, 10 GPSA + 2 MHSA blocks (ConViT Table 1)."),
+    "repro_deit_small_plus": ("convit", dict(DEIT, embed_dim=576, num_heads=9),
+                              "DeiT-small_plus: dim 576, 9 heads (ConViT Table 1)."),
+    "repro_convit_small_plus": ("convit", dict(CONVIT, embed_dim=576, num_heads=9),
+                                "ConViT-small_plus: dim 576, 9 heads, 10 GPSA + 2 MHSA blocks (ConViT Table 1)."),
+    "repro_deit_base_plus": ("convit", dict(DEIT, embed_dim=1024, num_heads=16),
+                             "DeiT-base_plus: dim 1024, 16 heads (ConViT Table 1)."),
+    "repro_convit_base_plus": ("convit", dict(CONVIT, embed_dim=1024, num_heads=16),
+                               "ConViT-base_plus: dim 1024, 16 heads, 10 GPSA + 2 MHSA blocks (ConViT Table 1)."),
+    # 32 px variants for the tiny/small scales: the Ti pair's widths and heads at patch 4
+    "repro_deit_tiny_c32": ("convit", dict(DEIT, **C32, embed_dim=192, num_heads=3),
+                            "DeiT-Ti at 32 px, patch 4: ConViT Table 1's DeiT-Ti scaled to CIFAR."),
+    "repro_convit_tiny_c32": ("convit", dict(CONVIT, **C32, embed_dim=192, num_heads=4),
+                              "ConViT-Ti at 32 px, patch 4: ConViT Table 1's ConViT-Ti scaled to CIFAR."),
+    "repro_convit_tiny9_c32": ("convit", dict(CONVIT, **C32, embed_dim=198, num_heads=9),
+                               "ConViT at 32 px with 9 heads (ConViT Table 1's ConViT-S head count: 3x3 conv init "
+                               "on integer offsets), width ~ Ti."),
+    # CMHSA Table 1's baseline on CIFAR-100 at 224 px (ViT-base and DeiT-base share the architecture; they
+    # differ by recipe)
+    "repro_vit_base": ("cmhsa", dict(DEIT, embed_dim=768, num_heads=12, num_classes=100),
+                       "ViT-base/16 as CMHSA's baseline (CMHSA Table 1, CIFAR-100 head)."),
+    # Aug-ViT Table 2
+    "repro_augvit_small": ("augvit", dict(DEIT, **AUG, embed_dim=384, num_heads=6),
+                           "Aug-ViT-S (Aug-ViT Table 2)."),
+    "repro_augvit_base": ("augvit", dict(DEIT, **AUG, embed_dim=768, num_heads=12),
+                          "Aug-ViT-B (Aug-ViT Table 2)."),
+    # block placements (Res-Post-LN supplement Table 1; Xiong et al. 2020 for Post-LN)
+    "repro_deit_small_post_ln": ("respostln", dict(DEIT, embed_dim=384, num_heads=6, norm="post_ln"),
+                                 "DeiT-S with post_ln blocks (Res-Post-LN supplement Table 1)."),
+    "repro_deit_tiny_post_ln_c32": ("respostln", dict(DEIT, **C32, embed_dim=192, num_heads=3, norm="post_ln"),
+                                    "DeiT-Ti at 32 px with post_ln blocks (Res-Post-LN supplement Table 1)."),
+    "repro_deit_small_res_post_ln": ("respostln", dict(DEIT, embed_dim=384, num_heads=6, norm="res_post_ln"),
+                                     "DeiT-S with res_post_ln blocks (Res-Post-LN supplement Table 1)."),
+    "repro_deit_tiny_res_post_ln_c32": ("respostln",
+                                        dict(DEIT, **C32, embed_dim=192, num_heads=3, norm="res_post_ln"),
+                                        "DeiT-Ti at 32 px with res_post_ln blocks (Res-Post-LN supplement Table 1)."),
+    # patch-diversification baselines (Tables 2-5): DeiT-S/B at depth 12 and 24, talking heads
+    "repro_deit_small24": ("oversmoothing", dict(DEIT, embed_dim=384, num_heads=6, depth=24),
+                           "DeiT-S24 (44M) (patch-diversification Table 2)."),
+    "repro_deit_base24": ("oversmoothing", dict(DEIT, embed_dim=768, num_heads=12, depth=24),
+                          "DeiT-B24 (172M) (patch-diversification Table 2)."),
+    "repro_deit_base_th": ("oversmoothing", dict(DEIT, embed_dim=768, num_heads=12, attn="talking_heads"),
+                           "DeiT-B12 with talking-heads attention (patch-diversification Table 2)."),
+    "repro_deit_base24_th": ("oversmoothing", dict(DEIT, embed_dim=768, num_heads=12, depth=24, attn="talking_heads"),
+                             "DeiT-B24 with talking-heads attention (patch-diversification Table 2)."),
 }
-
-for _size, ((_dd, _dh), (_cd, _ch)) in SIZES.items():
-    _add(f"repro_deit_{_size}", dict(**DEIT, embed_dim=_dd, num_heads=_dh),
-         f"DeiT-{_size}: dim {_dd}, {_dh} heads (ConViT Table 1).", "convit")
-    _add(f"repro_convit_{_size}", dict(**CONVIT, embed_dim=_cd, num_heads=_ch),
-         f"ConViT-{_size}: dim {_cd}, {_ch} heads, 10 GPSA + 2 MHSA blocks (ConViT Table 1).", "convit")
-
-# 32 px variants for the tiny/small scales: same widths and heads as the Ti pair, patch 4 (8x8 grid).
-C32 = dict(img_size=32, patch_size=4, num_classes=10)
-_add("repro_deit_tiny_c32", dict(**DEIT, **C32, embed_dim=192, num_heads=3),
-     "DeiT-Ti at 32 px, patch 4: ConViT Table 1's DeiT-Ti scaled to CIFAR.", "convit")
-_add("repro_convit_tiny_c32", dict(**CONVIT, **C32, embed_dim=192, num_heads=4),
-     "ConViT-Ti at 32 px, patch 4: ConViT Table 1's ConViT-Ti scaled to CIFAR.", "convit")
-_add("repro_convit_tiny9_c32", dict(**CONVIT, **C32, embed_dim=198, num_heads=9),
-     "ConViT at 32 px with 9 heads (ConViT Table 1's ConViT-S head count: 3x3 conv init on integer offsets), "
-     "width ~ Ti.", "convit")
-
-# CMHSA Table 1 baselines on CIFAR-100 at 224 px (ViT-base and DeiT-base share the architecture;
-# they differ by recipe).
-_add("repro_vit_base", dict(**DEIT, embed_dim=768, num_heads=12, num_classes=100),
-     "ViT-base/16 as CMHSA's baseline (CMHSA Table 1, CIFAR-100 head).", "cmhsa")
-
-# Aug-ViT (release: T = 2 augmented paths on MSA and MLP, 4x4 circulant blocks, sum scaled by 3/4).
-AUG = dict(aug_paths=2, aug_mlp=True, aug_scale=0.75)
-_add("repro_augvit_small", dict(**DEIT, **AUG, embed_dim=384, num_heads=6), "Aug-ViT-S (Aug-ViT Table 2).", "augvit")
-_add("repro_augvit_base", dict(**DEIT, **AUG, embed_dim=768, num_heads=12), "Aug-ViT-B (Aug-ViT Table 2).", "augvit")
-
-# Block-placement variants (Res-Post-LN supplement Table 1; Xiong et al. 2020 for Post-LN).
-for _norm in ("post_ln", "res_post_ln"):
-    _add(f"repro_deit_small_{_norm}", dict(**DEIT, embed_dim=384, num_heads=6, norm=_norm),
-         f"DeiT-S with {_norm} blocks (Res-Post-LN supplement Table 1).", "respostln")
-    _add(f"repro_deit_tiny_{_norm}_c32", dict(**DEIT, **C32, embed_dim=192, num_heads=3, norm=_norm),
-         f"DeiT-Ti at 32 px with {_norm} blocks (Res-Post-LN supplement Table 1).", "respostln")
-
-# Patch-diversification baselines (Tables 2-5): DeiT-S/B at depth 12 and 24, talking heads.
-_add("repro_deit_small24", dict(**DEIT, embed_dim=384, num_heads=6, depth=24),
-     "DeiT-S24 (44M) (patch-diversification Table 2).", "oversmoothing")
-_add("repro_deit_base24", dict(**DEIT, embed_dim=768, num_heads=12, depth=24),
-     "DeiT-B24 (172M) (patch-diversification Table 2).", "oversmoothing")
-_add("repro_deit_base_th", dict(**DEIT, embed_dim=768, num_heads=12, attn="talking_heads"),
-     "DeiT-B12 with talking-heads attention (patch-diversification Table 2).", "oversmoothing")
-_add("repro_deit_base24_th", dict(**DEIT, embed_dim=768, num_heads=12, depth=24, attn="talking_heads"),
-     "DeiT-B24 with talking-heads attention (patch-diversification Table 2).", "oversmoothing")
-
-# timm's register_model reads each name's cfg from this module's `default_cfgs`, so they come first.
+# timm's register_model reads each name's cfg from this module's `default_cfgs`, so they come first
 default_cfgs = generate_default_cfgs({
-    name: pretrained_cfg(doc, paper, img_size=d.get("img_size", 224), num_classes=d.get("num_classes", 1000))
-    for name, (d, doc, paper) in _NAMES.items()})
+    name: pretrained_cfg(doc, paper, img_size=args.get("img_size", 224), num_classes=args.get("num_classes", 1000))
+    for name, (paper, args, doc) in MODELS.items()})
 
 
-def _register(name: str, defaults: dict, doc: str) -> None:
+def _vit(name: str, pretrained: bool, kwargs: dict) -> VisionTransformer:
     refusal = (f"{name}: vitrepro publishes no pretrained weights; train it (make reproduce) or load timm's "
                "weights into it with repro.models.from_timm(timm.create_model(..., pretrained=True))")
-
-    def fn(pretrained: bool = False, **kwargs) -> VisionTransformer:
-        return build(name, VisionTransformer, defaults, kwargs, pretrained, refusal)
-    fn.__name__ = name
-    fn.__doc__ = doc
-    fn.__module__ = __name__
-    register_model(fn)
-    globals()[name] = fn
-
-
-for _name, (_defaults, _doc, _) in _NAMES.items():
-    _register(_name, _defaults, _doc)
+    return build(name, VisionTransformer, MODELS[name][1], kwargs, pretrained, refusal)
 
 
 def architecture(name: str, kwargs: dict | None = None) -> dict:
     """A registered model's constructor arguments after ``kwargs`` (depth and width included when the
     name leaves them at VisionTransformer's defaults): what a report says was trained. {} if unknown."""
     kwargs = dict(kwargs or {})
-    if name not in _NAMES and kwargs.get("base") in _NAMES:  # a paper's wrapper around a registered model
+    if name not in MODELS and kwargs.get("base") in MODELS:  # a paper's wrapper around a registered model
         name = kwargs["base"]
-    if name not in _NAMES:
+    if name not in MODELS:
         return {}
     sig = inspect.signature(VisionTransformer.__init__).parameters
     base = {k: p.default for k, p in sig.items() if p.default is not inspect.Parameter.empty}
-    return {**base, **_NAMES[name][0], **kwargs}
+    return {**base, **MODELS[name][1], **kwargs}
+
+
+@register_model
+def repro_deit_tiny(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """DeiT-tiny: dim 192, 3 heads (ConViT Table 1)."""
+    return _vit("repro_deit_tiny", pretrained, kwargs)
+
+
+@register_model
+def repro_convit_tiny(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """ConViT-tiny: dim 192, 4 heads, 10 GPSA + 2 MHSA blocks (ConViT Table 1)."""
+    return _vit("repro_convit_tiny", pretrained, kwargs)
+
+
+@register_model
+def repro_deit_small(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """DeiT-small: dim 384, 6 heads (ConViT Table 1)."""
+    return _vit("repro_deit_small", pretrained, kwargs)
+
+
+@register_model
+def repro_convit_small(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """ConViT-small: dim 432, 9 heads, 10 GPSA + 2 MHSA blocks (ConViT Table 1)."""
+    return _vit("repro_convit_small", pretrained, kwargs)
+
+
+@register_model
+def repro_deit_base(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """DeiT-base: dim 768, 12 heads (ConViT Table 1)."""
+    return _vit("repro_deit_base", pretrained, kwargs)
+
+
+@register_model
+def repro_convit_base(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """ConViT-base: dim 768, 16 heads, 10 GPSA + 2 MHSA blocks (ConViT Table 1)."""
+    return _vit("repro_convit_base", pretrained, kwargs)
+
+
+@register_model
+def repro_deit_tiny_plus(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """DeiT-tiny_plus: dim 256, 4 heads (ConViT Table 1)."""
+    return _vit("repro_deit_tiny_plus", pretrained, kwargs)
+
+
+@register_model
+def repro_convit_tiny_plus(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """ConViT-tiny_plus: dim 256, 4 heads, 10 GPSA + 2 MHSA blocks (ConViT Table 1)."""
+    return _vit("repro_convit_tiny_plus", pretrained, kwargs)
+
+
+@register_model
+def repro_deit_small_plus(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """DeiT-small_plus: dim 576, 9 heads (ConViT Table 1)."""
+    return _vit("repro_deit_small_plus", pretrained, kwargs)
+
+
+@register_model
+def repro_convit_small_plus(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """ConViT-small_plus: dim 576, 9 heads, 10 GPSA + 2 MHSA blocks (ConViT Table 1)."""
+    return _vit("repro_convit_small_plus", pretrained, kwargs)
+
+
+@register_model
+def repro_deit_base_plus(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """DeiT-base_plus: dim 1024, 16 heads (ConViT Table 1)."""
+    return _vit("repro_deit_base_plus", pretrained, kwargs)
+
+
+@register_model
+def repro_convit_base_plus(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """ConViT-base_plus: dim 1024, 16 heads, 10 GPSA + 2 MHSA blocks (ConViT Table 1)."""
+    return _vit("repro_convit_base_plus", pretrained, kwargs)
+
+
+@register_model
+def repro_deit_tiny_c32(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """DeiT-Ti at 32 px, patch 4: ConViT Table 1's DeiT-Ti scaled to CIFAR."""
+    return _vit("repro_deit_tiny_c32", pretrained, kwargs)
+
+
+@register_model
+def repro_convit_tiny_c32(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """ConViT-Ti at 32 px, patch 4: ConViT Table 1's ConViT-Ti scaled to CIFAR."""
+    return _vit("repro_convit_tiny_c32", pretrained, kwargs)
+
+
+@register_model
+def repro_convit_tiny9_c32(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """ConViT at 32 px with 9 heads (ConViT Table 1's ConViT-S head count: 3x3 conv init on integer offsets), width ~ Ti."""
+    return _vit("repro_convit_tiny9_c32", pretrained, kwargs)
+
+
+@register_model
+def repro_vit_base(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """ViT-base/16 as CMHSA's baseline (CMHSA Table 1, CIFAR-100 head)."""
+    return _vit("repro_vit_base", pretrained, kwargs)
+
+
+@register_model
+def repro_augvit_small(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """Aug-ViT-S (Aug-ViT Table 2)."""
+    return _vit("repro_augvit_small", pretrained, kwargs)
+
+
+@register_model
+def repro_augvit_base(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """Aug-ViT-B (Aug-ViT Table 2)."""
+    return _vit("repro_augvit_base", pretrained, kwargs)
+
+
+@register_model
+def repro_deit_small_post_ln(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """DeiT-S with post_ln blocks (Res-Post-LN supplement Table 1)."""
+    return _vit("repro_deit_small_post_ln", pretrained, kwargs)
+
+
+@register_model
+def repro_deit_tiny_post_ln_c32(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """DeiT-Ti at 32 px with post_ln blocks (Res-Post-LN supplement Table 1)."""
+    return _vit("repro_deit_tiny_post_ln_c32", pretrained, kwargs)
+
+
+@register_model
+def repro_deit_small_res_post_ln(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """DeiT-S with res_post_ln blocks (Res-Post-LN supplement Table 1)."""
+    return _vit("repro_deit_small_res_post_ln", pretrained, kwargs)
+
+
+@register_model
+def repro_deit_tiny_res_post_ln_c32(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """DeiT-Ti at 32 px with res_post_ln blocks (Res-Post-LN supplement Table 1)."""
+    return _vit("repro_deit_tiny_res_post_ln_c32", pretrained, kwargs)
+
+
+@register_model
+def repro_deit_small24(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """DeiT-S24 (44M) (patch-diversification Table 2)."""
+    return _vit("repro_deit_small24", pretrained, kwargs)
+
+
+@register_model
+def repro_deit_base24(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """DeiT-B24 (172M) (patch-diversification Table 2)."""
+    return _vit("repro_deit_base24", pretrained, kwargs)
+
+
+@register_model
+def repro_deit_base_th(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """DeiT-B12 with talking-heads attention (patch-diversification Table 2)."""
+    return _vit("repro_deit_base_th", pretrained, kwargs)
+
+
+@register_model
+def repro_deit_base24_th(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """DeiT-B24 with talking-heads attention (patch-diversification Table 2)."""
+    return _vit("repro_deit_base24_th", pretrained, kwargs)

@@ -6,7 +6,8 @@ mean); ``per_epoch`` reads the metric from the history rows when an every-epoch 
 fraction), with the paper's printed values as open markers on the same axis only where our runs follow
 the paper's protocol (scale full), else in a panel of their own. ``effects`` draws each series row's
 difference to the figure's ``baseline`` row in one column, with its 95 % interval across seeds (the same
-Welch test the claims make, stats.compare_means), highest first: a ranking with intervals. Figures use matplotlib's object API (no
+Welch test the claims make, stats.compare_means), highest first: a ranking with intervals. Every figure
+shows the levels its claims judge its series against (levels.py). Figures use matplotlib's object API (no
 pyplot state), so building reports is safe to repeat in one process.
 """
 from __future__ import annotations
@@ -21,6 +22,7 @@ from matplotlib.figure import Figure as MplFigure
 from matplotlib.ticker import MaxNLocator
 
 from repro.report.cells import MEASURED, Comparison, reproduce_command
+from repro.report.levels import draw_levels, series_arrays
 from repro.report.provenance import data_label
 from repro.report.stats import compare_means
 from repro.paper import Figure
@@ -60,33 +62,10 @@ class RenderedFigure:
         return EXPLAINS.get(self.spec.kind, "")
 
 
-def _arrays(cmp: Comparison, fig: Figure, series, scale: str) -> list[np.ndarray]:
-    """The metric array of every finished record of the series' cell, of the most common shape."""
-    out = []
-    for rec, _ in cmp.runs(scale, fig.table, series.row, series.column):
-        v = rec["metrics"].get(series.metric)
-        if fig.kind == "per_epoch":  # an every-epoch probe's values, one per epoch, live in the history rows
-            v = [row[series.metric] for row in rec["metrics"].get("history") or []
-                 if isinstance(row, dict) and series.metric in row] or v
-        if rec["status"] != "finished" or not isinstance(v, list) or not v:
-            continue
-        try:
-            arr = np.asarray(v, dtype=float)
-        except (TypeError, ValueError):
-            continue
-        if arr.ndim in (1, 2):
-            out.append(arr)
-    if not out:
-        return []
-    shapes = [a.shape for a in out]
-    common = max(set(shapes), key=shapes.count)
-    return [a for a in out if a.shape == common]
-
-
 def _curves(ax, cmp: Comparison, fig: Figure, scale: str) -> int:
     drawn = 0
     for i, s in enumerate(fig.series):
-        arrays = _arrays(cmp, fig, s, scale)
+        arrays = series_arrays(cmp, fig, s, scale)
         if not arrays:
             continue
         style = _style(i)
@@ -213,56 +192,6 @@ def _references(ax, fig: Figure) -> None:
         ax.plot(x, y[0] + r["slope"] * (x - x[0]), color=line.get_color(), ls=":", lw=1.2, label=r["label"])
 
 
-def _level(cmp: Comparison, ref, scale: str) -> float | None:
-    """A comparison side as one number: a constant, or a scalar cell's mean at this scale."""
-    if ref.const is not None:
-        return ref.const
-    cell = cmp.cell(ref, scale)
-    return cell.mean if cell is not None and cell.status == MEASURED else None
-
-
-def _thresholds(ax, cmp: Comparison, fig: Figure, scale: str) -> None:
-    """Draw the level each claim or precondition judges one of the figure's series against (a CosSim of 0.5, an
-    accuracy floor, a gate's value at init less a margin), dotted and named in the legend: the reader sees the
-    line the verdict is about. A comparison of two drawn series needs no line: both are on the axes."""
-    def same_quantity(s, ref) -> bool:  # the cell is a point of the curve (last-block CosSim of the CosSim curve)
-        cell, arrays = cmp.cell(ref, scale), _arrays(cmp, fig, s, scale)
-        if cell is None or cell.mean is None or not arrays:
-            return False
-        curve = np.stack(arrays).mean(axis=0)
-        curve = curve.mean(axis=1) if curve.ndim == 2 else curve
-        return bool(np.any(np.abs(curve - cell.mean) <= 1e-6 * max(1.0, abs(cell.mean))))
-
-    def drawn(ref) -> bool:
-        return ref.const is None and ref.table == fig.table and any(
-            s.column == ref.column and s.row in ("", ref.row) and (not s.metric or same_quantity(s, ref))
-            for s in fig.series)
-
-    def exact(ref) -> bool:
-        return any((s.row, s.column) == (ref.row, ref.column) for s in fig.series)
-
-    lo, hi = ax.get_ylim()
-    seen: set = set()  # a level far off the data's axis is in another unit (a fraction against a percent): skipped
-    preconditions = {p.id for p in cmp.paper.preconditions}
-    for claim in [*cmp.paper.claims, *cmp.paper.preconditions]:
-        for lhs, rhs in claim.pairs:
-            if drawn(lhs) == drawn(rhs) or (claim.id not in preconditions and lhs.const is None
-                                            and rhs.const is None):
-                continue  # a claim's line only against a number; a precondition's also against its baseline
-            if lhs.const is None and rhs.const is None and not exact(lhs if drawn(lhs) else rhs):
-                continue
-            other = _level(cmp, rhs if drawn(lhs) else lhs, scale)
-            if other is None:
-                continue
-            margin = claim.margin if claim.relation == ">" else 0.0
-            level = other + margin if drawn(lhs) else other - margin
-            if round(level, 9) in seen or not lo - (hi - lo) <= level <= hi + (hi - lo):
-                continue
-            seen.add(round(level, 9))
-            side = claim.relation if drawn(lhs) else {">": "<", "<=": ">="}.get(claim.relation, claim.relation)
-            ax.axhline(level, color="0.35", ls=":", lw=1.4, label=f"{claim.id}: {side} {level:.3g}")
-
-
 def _title(cmp: Comparison, fig: Figure, scale: str) -> str:
     """What is plotted, from which runs: the caption, then scale and data of the records behind it."""
     data = sorted({data_label(rec.get("config") or {}) for rec in cmp.records
@@ -293,7 +222,7 @@ def draw(cmp: Comparison, fig: Figure, scale: str | None) -> MplFigure | None:
     if not drawn:
         return None
     if fig.kind != "effects":
-        _thresholds(axes[0], cmp, fig, scale)
+        draw_levels(axes[0], cmp, fig, scale)
     _finish(axes[0], fig, _title(cmp, fig, scale))
     if split:
         _vs_rows(axes[1], cmp, fig, scale, ours=False)
