@@ -1,12 +1,10 @@
 """python -m repro.run.forecast: a campaign's device time from a committed benchmark, with no data and no device."""
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from repro.run import deadline
-from repro.run.forecast import Reference, forecast, gflops, main
+from repro.run.forecast import Reference, cost, forecast, main
 
 from conftest import REPO, fast_args
 
@@ -14,7 +12,7 @@ H200 = REPO / "results" / "bench" / "NVIDIA_H200-data_path.json"
 
 
 def _ref(**numbers) -> Reference:
-    base = dict(device="dev", model="m", batch=100, step_s=1.0, model_s=0.0, gflops=1.0, convit_ratio=0.5,
+    base = dict(device="dev", model="m", batch=100, step_s=1.0, model_s=0.0, gflops=1.0, tensors=10, convit_ratio=0.5,
                 packed_speedup=None, source="test")
     return Reference(**{**base, **numbers})
 
@@ -22,16 +20,20 @@ def _ref(**numbers) -> Reference:
 def test_the_committed_h200_step_prices_its_own_model_at_the_measured_rate():
     ref = Reference.load(H200)
     assert ref.device == "NVIDIA H200" and ref.model == "repro_deit_tiny_c32" and ref.batch == 512
-    assert ref.rate(ref.gflops, gpsa=False) == pytest.approx(512 / 0.05400975050000014)  # 9,480 img/s, measured
+    own = (ref.gflops, ref.tensors, ref.batch)
+    assert ref.rate(*own) == pytest.approx(512 / 0.05400975050000014)  # 9,480 img/s, measured
     assert 0.5 < ref.convit_ratio < 0.7  # ConViT-Ti/32px over DeiT-Ti/32px training, the same H200
-    assert ref.rate(ref.gflops, gpsa=True) < ref.rate(ref.gflops, gpsa=False)
-    assert ref.rate(2 * ref.gflops, gpsa=False) < ref.rate(ref.gflops, gpsa=False)
+    assert ref.rate(*own, gpsa=True) < ref.rate(*own)
+    assert ref.rate(2 * ref.gflops, ref.tensors, 512) < ref.rate(*own) == ref.rate(ref.gflops / 2, ref.tensors, 512)
 
 
-def test_only_the_model_part_scales_with_flops():
-    outside_only, model_only = _ref(), _ref(model_s=1.0)
-    assert outside_only.rate(1.0, False) == outside_only.rate(8.0, False) == 100.0
-    assert model_only.rate(2.0, False) == pytest.approx(50.0) and model_only.rate(1.0, True) == pytest.approx(50.0)
+def test_the_model_step_takes_the_longer_of_its_compute_and_launch_bounds():
+    ref = _ref(model_s=1.0)  # 1 s a step of 100 images in the model, nothing outside it
+    assert ref.rate(2.0, 10, 100) == ref.rate(1.0, 20, 100) == pytest.approx(50.0)  # compute-, launch-bound
+    assert ref.rate(0.1, 10, 100) == pytest.approx(100.0)  # fewer FLOPs, the same kernels: no faster
+    assert ref.rate(1.0, 10, 50) == pytest.approx(50.0)  # half the batch, the same launches per step
+    assert ref.rate(1.0, 10, 100, gpsa=True) == pytest.approx(50.0)
+    assert _ref().rate(8.0, 80, 100) == _ref().rate(1.0, 10, 100) == 100.0  # outside the model: per image
 
 
 def test_runs_epochs_and_evaluations_counted_as_the_deadline_counts_them(dirs):
@@ -51,14 +53,18 @@ def test_a_packed_speedup_divides_only_fused_groups(dirs):
     assert fused["seconds"] == pytest.approx(alone["seconds"] / 2)
 
 
-def test_flops_are_counted_without_weights(dirs):
+def test_flops_and_tensors_are_counted_without_weights(dirs):
     from repro.run.deadline import campaign
 
     _, specs = campaign(fast_args(dirs["pid"], "tables=[table2]"))
-    spec = next(s for s in specs if s.kind == "train")
-    wider = dataclasses.replace(spec, config={**spec.config, "model": {
-        **spec.config["model"], "kwargs": {**spec.config["model"].get("kwargs", {}), "embed_dim": 64}}})
-    assert 0 < gflops(spec) < gflops(wider)
+    config = next(s for s in specs if s.kind == "train").config
+
+    def changed(**kwargs):
+        return cost({**config, "model": {**config["model"], "kwargs": {**config["model"].get("kwargs", {}), **kwargs}}})
+
+    (flops, tensors), wider, deeper = cost(config), changed(embed_dim=64), changed(depth=4)
+    assert 0 < flops < wider[0] and wider[1] == tensors
+    assert deeper[0] > flops and deeper[1] > tensors
 
 
 def test_a_dataset_of_unknown_size_is_one_line(dirs, capsys):

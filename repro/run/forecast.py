@@ -6,14 +6,15 @@
 deadline.py measures its throughput table on the device it runs on; a session without that device (no GPU
 here, one 30-minute slot later) needs the prediction first, to plan which campaign fits the slot. This
 module prices each run from the numbers ``benchmarks/data_path.py`` measured on that device, with no data
-and no accelerator: the engine's whole ``small`` step of the benchmark's model (``step_s`` for a batch,
-of which ``model_s`` in the model) splits into a part outside the model, per image and the same for every
-model, and a model part scaled by forward FLOPs per image (counted on the meta device); GPSA models
-(ConViT) pay the ConViT / DeiT training-throughput ratio the same device measured at 32 px
-(``<device>.json``, ``convit_deit_ratio``). Epochs, fractions, evaluations and resumable checkpoints count
-as deadline.py counts them. Fused groups are counted but not sped up unless
-``<device>-fastpath.json`` measured a ``packed_speedup``. A prediction, not a measurement: it assumes the
-achieved FLOP/s of the benchmark's model at its batch.
+and no accelerator. The engine's ``small`` step of the benchmark's model (``step_s`` a batch, ``model_s``
+of it in the model) splits into a part outside the model, per image, and the model's step, which takes the
+longer of two bounds: compute, the reference's time scaled by forward FLOPs per image and batch, and
+launches, the reference's time scaled by parameter tensors (kernels per step grow with them; at 32 px the
+measured step is launch-bound: DeiT-Ti's model step took 28 ms at batch 512 and 33 ms at batch 128).
+GPSA models (ConViT) pay the ConViT / DeiT training ratio the same device measured at 32 px
+(``<device>.json``, ``convit_deit_ratio``). Epochs, fractions, evaluations and checkpoints count as
+deadline.py counts them; fused groups are sped up only by a measured ``packed_speedup``
+(``<device>-fastpath.json``). A prediction from one model's measurement, not a measurement.
 """
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ class Reference:
     step_s: float
     model_s: float
     gflops: float
+    tensors: int
     convit_ratio: float
     packed_speedup: float | None
     source: str
@@ -60,19 +62,22 @@ class Reference:
         side = {p: json.loads(f.read_text()) for p in ("", "-fastpath") if (f := path.with_name(stem + p + ".json")).is_file()}
         ratio = next((r["ours"] for r in side.get("", {}).get("convit_deit_ratio", [])
                       if r.get("train") and r.get("size") == "Ti/32px"), 1.0)
+        _, tensors = cost({"model": {"name": s["model"]}, "data": {"img_size": 32, "num_classes": 10}})
         return cls(d["device"], s["model"], int(s["batch"]), d["step_s"], d["model_s"], d["gflops_per_image"],
-                   ratio, side.get("-fastpath", {}).get("packed_speedup"), str(path))
+                   tensors, ratio, side.get("-fastpath", {}).get("packed_speedup"), str(path))
 
-    def rate(self, gflops: float, gpsa: bool) -> float:
-        """Training images/s of a model of ``gflops`` forward GFLOPs per image on this device."""
-        outside = (self.step_s - self.model_s) / self.batch
-        model = self.model_s / self.batch * gflops / self.gflops / (self.convit_ratio if gpsa else 1.0)
-        return 1.0 / (outside + model)
+    def rate(self, gflops: float, tensors: int, batch: int, gpsa: bool = False) -> float:
+        """Training images/s at ``batch`` of a model with ``gflops`` forward GFLOPs per image and ``tensors``
+        parameter tensors: the step outside the model per image, the model's step the longer of its bounds."""
+        outside = (self.step_s - self.model_s) / self.batch * batch
+        model = max(self.model_s * gflops * batch / (self.gflops * self.batch), self.model_s * tensors / self.tensors)
+        return batch / (outside + model / (self.convit_ratio if gpsa else 1.0))
 
     def describe(self) -> str:
         return (f"{self.source}: {self.device}, {self.model} at batch {self.batch}, engine step "
                 f"{1e3 * self.step_s:.2f} ms ({self.batch / self.step_s:,.0f} img/s), model alone "
-                f"{1e3 * self.model_s:.2f} ms, {self.gflops:.3f} GFLOPs forward per image; ConViT / DeiT "
+                f"{1e3 * self.model_s:.2f} ms, {self.gflops:.3f} GFLOPs forward per image, {self.tensors} parameter "
+                f"tensors; ConViT / DeiT "
                 f"training {self.convit_ratio:.3f} (Ti/32px); packed speedup "
                 f"{'not measured' if self.packed_speedup is None else f'x{self.packed_speedup:.2f}'}")
 
@@ -89,12 +94,11 @@ def sized(spec: RunSpec) -> RunSpec:
     return dataclasses.replace(spec, config={**spec.config, "data": shaped})
 
 
-def gflops(spec: RunSpec) -> float:
-    """Forward GFLOPs per image of ``spec``'s model (2 x multiply-adds), counted on the meta device."""
-    c = spec.config
+def cost(config: dict) -> tuple[float, int]:
+    """(forward GFLOPs per image, parameter tensors) of a run config's model, counted on the meta device."""
     with torch.device("meta"):
-        model = create_model(c, int(c["data"].get("num_classes") or 10))
-    return 2 * count_macs(model, int(c["data"]["img_size"])) / 1e9
+        model = create_model(config, int(config["data"].get("num_classes") or 10))
+    return 2 * count_macs(model, int(config["data"]["img_size"])) / 1e9, len(list(model.parameters()))
 
 
 def forecast(args: list[str], ref: Reference) -> dict:
@@ -108,7 +112,8 @@ def forecast(args: list[str], ref: Reference) -> dict:
     for s in todo:
         key = _arch_key(s)
         if key not in rates:
-            rates[key] = ref.rate(gflops(s), "convit" in str(s.config["model"]["name"]))
+            rates[key] = ref.rate(*cost(s.config), int(s.config["recipe"]["batch_size"]),
+                                  gpsa="convit" in str(s.config["model"]["name"]))
         images, per_eval, evals = work(sized(s))
         seconds[s.run_id] = images / rates[key] + per_eval * evals / (EVAL_SPEEDUP * rates[key])
     fused = groups(todo) if c["runtime"].get("fused") else []
