@@ -6,7 +6,7 @@ import pytest
 from repro.run import deadline
 from repro.run.forecast import Reference, cost, forecast, main
 
-from conftest import REPO, fast_args
+from conftest import REPO, fast_args, image_folder
 
 H200 = REPO / "results" / "bench" / "NVIDIA_H200-data_path.json"
 
@@ -67,7 +67,11 @@ def test_flops_and_tensors_are_counted_without_weights(dirs):
     assert deeper[0] > flops and deeper[1] > tensors
 
 
-def test_a_dataset_of_unknown_size_is_one_line(dirs, capsys):
+def test_a_folder_dataset_is_counted_from_its_files_and_a_missing_one_is_one_line(dirs, capsys):
+    image_folder(dirs["data"] / "pilot", splits=("train", "val"), per_class=8)
+    args = fast_args(dirs["pid"], "tables=[table2]", "recipe.epochs=2", "data=folder", "data.path=pilot")
+    f = forecast([a for a in args if not a.startswith("data.max_per_class")], _ref())
+    assert f["seconds"] == pytest.approx((160 + 160) / 100 + 40 * 2 / (deadline.EVAL_SPEEDUP * 100))  # 80 images
     assert main(["--bench", str(H200), "--paper", dirs["pid"], "scale=tiny", "data=folder", "data.path=x"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "forecast knows the size of" in err
+    assert err.count("\n") == 0 and "data.path" in err
