@@ -15,6 +15,7 @@ from omegaconf import OmegaConf
 from repro import records
 from repro.cli import build_specs, main
 from repro.plan.experiments import known_papers, paper_scales
+from repro.report.provenance import data_label
 from repro.train.model import register_models
 
 from conftest import REPO, fast_args
@@ -55,6 +56,18 @@ def test_download_flag_does_not_change_run_ids():
     assert ids[0] == ids[1] and ids[0]
     jpeg = build_specs({**_config("scale=small", "data=cifar10_jpeg"), "paper": "convit"})
     assert not {s.run_id for s in jpeg} & set(ids[0])  # another dataset: other runs, other records
+
+
+def test_small_offline_on_the_jpeg_copy_is_the_same_protocol_labelled_as_its_dataset():
+    """A GPU without internet trains small on the JPEG copy (data=cifar10_jpeg): the same runs, models and
+    recipes as on torchvision's CIFAR-10, each labelled "CIFAR-10 (JPEG q75)" where its results are reported."""
+    register_models("convit")
+    pairs = list(zip(build_specs({**_config("scale=small"), "paper": "convit"}),
+                     build_specs({**_config("scale=small", "data=cifar10_jpeg"), "paper": "convit"}), strict=True))
+    train = [(a, b) for a, b in pairs if a.kind == "train"]
+    assert train and all((a.table, a.cell, a.seed) == (b.table, b.cell, b.seed) for a, b in pairs)
+    assert all(a.config["model"] == b.config["model"] and a.config["recipe"] == b.config["recipe"] for a, b in train)
+    assert all("CIFAR-10 (JPEG q75)" in data_label(b.config) and "JPEG" not in data_label(a.config) for a, b in train)
 
 
 @pytest.fixture

@@ -1,0 +1,47 @@
+"""benchmarks/gpu_session.sh: what a GPU slot brings back is what it recorded, in one tar (the whole sequence,
+bench, deadline campaign and resume, was tried by hand on the CPU: benchmarks/README.md, "A GPU slot")."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tarfile
+
+from conftest import REPO
+
+SCRIPT = REPO / "benchmarks" / "gpu_session.sh"
+
+
+def _run(env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_pack_brings_back_only_what_the_slot_recorded(tmp_path):
+    res, data = tmp_path / "results", tmp_path / "data"
+    (data / "cifar10-jpeg" / "train").mkdir(parents=True)  # already unpacked: setup leaves it
+    committed = res / "convit" / "small" / "records" / "committed.json"
+    committed.parent.mkdir(parents=True)
+    committed.write_text("{}")
+    os.utime(committed, (1e9, 1e9))
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "GS_DIR": str(tmp_path / "gs"), "PY": sys.executable,
+           "REPRO_RESULTS_DIR": str(res), "REPRO_DATA_DIR": str(data)}
+    first = _run(env, "pack")
+    assert first.returncode == 0 and "packed 0 record(s)" in first.stdout, first.stderr
+    new = ["convit/small/records/new.json", "convit/small/plan.json", "bench/NVIDIA_H200-fastpath.json",
+           "convit/tiny/records/other_scale.json"]
+    for name in new:
+        (res / name).parent.mkdir(parents=True, exist_ok=True)
+        (res / name).write_text("{}")
+    second = _run(env, "pack")
+    assert second.returncode == 0 and "packed 1 record(s)" in second.stdout, second.stderr
+    with tarfile.open(tmp_path / "out" / "results-small.tar.gz") as tar:
+        assert sorted(tar.getnames()) == sorted(new[:3])
+
+
+def test_a_verb_it_does_not_know_is_one_line_and_exit_2(tmp_path):
+    (tmp_path / "data" / "cifar10-jpeg" / "train").mkdir(parents=True)
+    (tmp_path / "results").mkdir()
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "GS_DIR": str(tmp_path / "gs"), "PY": sys.executable,
+           "REPRO_RESULTS_DIR": str(tmp_path / "results"), "REPRO_DATA_DIR": str(tmp_path / "data")}
+    bad = _run(env, "train")
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "prepare, bench, start" in bad.stderr
