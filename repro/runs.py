@@ -46,12 +46,6 @@ def run_dir(spec: "RunSpec") -> Path:
     return cache_root() / "runs" / spec.paper / spec.scale / spec.run_id
 
 
-def lock_dir(spec: "RunSpec") -> Path:
-    """Where a run's lock lives (repro/locks.py): beside its record, in the results folder, so that commands
-    writing one results folder never train a run twice, whatever caches they use."""
-    return record_path(spec.paper, spec.scale, spec.run_id).parent.parent / "locks" / spec.run_id
-
-
 def final_checkpoint(spec: "RunSpec") -> Path:
     """The ``last.pt`` holding the final model behind ``spec``'s record: its own, or for a shared record
     (``shared_from``) that of the run which trained it."""

@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 from papers.convit import experiments, reuse, table1
 from papers.convit.probes import gpsa_modules
 from repro import records
-from repro.cli import build_specs
+from repro.run.specs import build_specs
 from repro.runs import RunSpec, pointer, resolve
 from repro.paper import load_paper
 from repro.train import ddp

@@ -7,7 +7,8 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from repro import records
-from repro.cli import build_specs, main
+from repro.cli import main
+from repro.run.specs import build_specs
 from repro.runs import ConfigError, RunSpec, resolve, run_dir, shard, source_spec, with_sources
 from repro.train.init_from import InitError, source_weights
 
