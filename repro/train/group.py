@@ -78,7 +78,10 @@ def _member(spec: RunSpec, rt: Runtime) -> _Member:
     cfg = {**spec.config, "data": fast_data(spec.config)}
     data = build_data(cfg["data"], cfg["recipe"], seed=spec.seed, device=rt.dist.device)
     model = create_model(cfg, data.num_classes).to(rt.dist.device)
-    state = checkpoint.load(run_dir(spec) / "last.pt", spec.fingerprint) if rt.persist else None
+    state = None
+    if rt.persist:  # its folder holds its checkpoint and log (a fresh clone, or a cleared cache, has none yet)
+        run_dir(spec).mkdir(parents=True, exist_ok=True)
+        state = checkpoint.load(run_dir(spec) / "last.pt", spec.fingerprint)
     if state is not None:
         checkpoint.restore_module(model, state["model"], run_dir(spec) / "last.pt")
     return _Member(spec, data, model, state)
