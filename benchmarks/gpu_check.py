@@ -29,7 +29,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from repro.cli import build_specs
+from repro.run.specs import build_specs
 from repro.data import DataError, open_split
 from repro.plan.experiments import known_papers, paper_scales
 from repro.runs import RunSpec, source_spec

@@ -3,3 +3,8 @@
 
 class ConfigError(ValueError):
     """Bad input from the user (paper, scale, table, model, config value): one line, exit code 2."""
+
+
+def one_line(e: BaseException) -> str:
+    """An error as the one line a command prints (its type's name when it says nothing)."""
+    return " ".join(str(e).split()) or type(e).__name__

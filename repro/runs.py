@@ -8,8 +8,8 @@ fix the run's id. Same inputs, same id: a rerun finds its record and checkpoint 
 A train run may start from another run's final model (two-phase training):
 ``config["init"] = {"from": source.as_source(), "fn": "<registered name>", "kwargs": {...}}``. ``resolve``
 resolves the source's config like any other (so the source, and with it the dependent's id, follow
-the same scale, overrides and mode), and ``with_sources`` puts every source run before its first
-dependent. The engine loads the source's final weights and calls ``fn(source_model, model, **kwargs)``
+the same scale, overrides and mode), and ``with_sources`` puts every source run (and every run a pointer
+probe reads) before its first dependent. The engine loads the source's final weights and calls ``fn(source_model, model, **kwargs)``
 (repro/train/init_from.py).
 """
 from __future__ import annotations
@@ -44,12 +44,6 @@ def cache_root() -> Path:
 def run_dir(spec: "RunSpec") -> Path:
     """Where a run keeps its checkpoint, CSV log and resolved config."""
     return cache_root() / "runs" / spec.paper / spec.scale / spec.run_id
-
-
-def lock_dir(spec: "RunSpec") -> Path:
-    """Where a run's lock lives (repro/locks.py): beside its record, in the results folder, so that commands
-    writing one results folder never train a run twice, whatever caches they use."""
-    return record_path(spec.paper, spec.scale, spec.run_id).parent.parent / "locks" / spec.run_id
 
 
 def final_checkpoint(spec: "RunSpec") -> Path:
@@ -191,11 +185,13 @@ def _init_source(spec: RunSpec, train_only: bool = False) -> RunSpec | None:
 
 
 def with_sources(specs: list[RunSpec]) -> list[RunSpec]:
-    """``specs`` plus every run one of them starts from, each source before its first dependent."""
+    """``specs`` plus every run one of them starts from or reads (a pointer's source), each source before its
+    first dependent: a command that asks for a table of pointers trains their sources itself, in order, under
+    its own runtime and locks, and a probe never trains its source."""
     out, seen = [], set()
 
     def add(spec: RunSpec) -> None:
-        source = source_spec(spec)
+        source = source_spec(spec) or (pointer_source(spec.config) if spec.kind == "probe" else None)
         if source is not None:
             add(source)
         if spec.run_id not in seen:

@@ -14,12 +14,13 @@ import timm
 import torch
 from hydra import compose, initialize_config_dir
 
-from repro import cli, records
+from repro import records
 from repro.cli import main
 from repro.models import zoo
 from repro.report.__main__ import main as report_main
 from repro.report.build import invalid_records
 from repro.plan.experiments import known_papers, paper_runs, paper_scales
+from repro.run import reproduce
 from repro.runs import ConfigError, resolve
 from repro.train import preempt
 from repro.train.model import register_models
@@ -225,7 +226,7 @@ def test_a_second_ctrl_c_stops_at_once_in_one_line(dirs, capsys, monkeypatch):
     pid = dirs["pid"]
     assert main(["reproduce", *fast_args(pid, "tables=[table1]")]) == 0
     before = snapshot(dirs["results"], dirs["cache"])
-    monkeypatch.setattr(cli, "validate", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))
+    monkeypatch.setattr(reproduce, "validate", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))
     capsys.readouterr()
     err = _stopped_line(capsys, main(["reproduce", *fast_args(pid)]))
     assert "run the same command again to resume" in err

@@ -12,7 +12,8 @@ import time
 import pytest
 import torch
 
-from repro import locks, records
+from repro import records
+from repro.run import locks
 from repro.cli import main
 from repro.report.provenance import hardware_label
 from repro.train import checkpoint, preempt
@@ -241,8 +242,8 @@ def test_runs_that_crash_end_in_one_line_naming_them(dirs, capsys):
 
 
 def test_slurm_launcher_off_a_cluster_is_one_line(dirs, capsys, monkeypatch):
-    import repro.multirun
-    monkeypatch.setattr(repro.multirun.shutil, "which", lambda name: None)
+    import repro.run.multirun
+    monkeypatch.setattr(repro.run.multirun.shutil, "which", lambda name: None)
     for launcher in ("slurm", "submitit_slurm"):
         code = main(["reproduce", "-m", f"hydra/launcher={launcher}", f"paper={dirs['pid']}", "scale=tiny"])
         err = capsys.readouterr().err.strip()

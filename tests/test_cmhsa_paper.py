@@ -13,7 +13,7 @@ import repro.models  # noqa: F401  (registers the named models)
 from papers.cmhsa import experiments
 from papers.cmhsa.summary import run_summary
 from papers.cmhsa.timing import time_ratio
-from repro.cli import build_specs
+from repro.run.specs import build_specs
 from repro.models.transfer import bias_scale
 from repro.report.claims import judge
 from repro.report.cells import compare

@@ -9,12 +9,13 @@ from omegaconf import OmegaConf
 from papers.convit import experiments, reuse, table1
 from papers.convit.probes import gpsa_modules
 from repro import records
-from repro.cli import build_specs
-from repro.runs import RunSpec, pointer, resolve
+from repro.run.specs import build_specs
+from repro.runs import RunSpec, pointer, resolve, run_dir
 from repro.paper import load_paper
 from repro.train import ddp
 from repro.train.engine import Runtime
 from repro.train.execute import execute
+from repro.train.init_from import InitError
 from repro.train.model import register_models
 from repro.train.recipe import run_epochs
 
@@ -141,7 +142,8 @@ def test_table3_switches():
 
 
 def test_pointer_copies_and_probes_the_source_run(tmp_path, monkeypatch):
-    """A pointer trains its missing source once, copies its record, and probes its checkpoint."""
+    """A pointer copies its source's record and probes its checkpoint; it never trains the source: one with
+    no record, or whose checkpoint is gone, is one line naming what to run, and nothing is written."""
     monkeypatch.setenv("REPRO_RESULTS_DIR", str(tmp_path / "results"))
     monkeypatch.setenv("REPRO_CACHE_DIR", str(tmp_path / "cache"))
     base = composed("tiny", "data=synthetic")
@@ -156,12 +158,21 @@ def test_pointer_copies_and_probes_the_source_run(tmp_path, monkeypatch):
     src = resolve(src, base)
     assert reuse.source_spec(copy.config).run_id == src.run_id
     rt = Runtime(dist=ddp.setup("cpu"), progress=False)
-    got = execute(copy, rt)["metrics"]        # the source has no record: trained here, recorded too
+    with pytest.raises(InitError, match=r"has not run yet: run `python -m repro reproduce paper=convit "
+                                        r"scale=tiny tables=table2` first"):
+        execute(copy, rt)
+    assert not list((tmp_path / "results").rglob("*.json")) and not run_dir(src).exists()
+    execute(src, rt)                          # what the scheduler does first (the plan's dependency)
+    got = execute(copy, rt)["metrics"]
     source = records.read_record(records.record_path("convit", "tiny", src.run_id))
     assert got["source_run_id"] == src.run_id and got["top1"] == source["metrics"]["top1"]
     masked = execute(mask, rt)["metrics"]     # the checkpoint is probed, not retrained
     assert masked["top1_none"] == pytest.approx(source["metrics"]["top1"])
     assert masked["k_used"] == 1 and masked["gpsa_layers"] == kwargs["gpsa_layers"]
+    (run_dir(src) / "last.pt").unlink()
+    with pytest.raises(InitError, match=r"is gone .*delete .*tables=table2` to retrain it"):
+        execute(mask, rt)
+    assert not (run_dir(src) / "last.pt").exists()
 
 
 def test_cpu_table2_has_an_equal_size_deit_and_cpu_does_not_judge_table3_on_two_rows():

@@ -13,7 +13,8 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from repro import records
-from repro.cli import build_specs, main
+from repro.cli import main
+from repro.run.specs import build_specs
 from repro.plan.experiments import known_papers, paper_scales
 from repro.report.provenance import data_label
 from repro.train.model import register_models

@@ -1,10 +1,14 @@
 """runtime.fused=true: a cell's seeds train as one fused group through the CLI (repro/train/group.py)."""
 from __future__ import annotations
 
+import json
+import os
+
 import pytest
 import torch
 
 from repro import records
+from repro.run import locks
 from repro.cli import main
 from repro.data.batch_aug import BatchAugment
 from repro.data.fastpath import FastPath
@@ -69,3 +73,21 @@ def test_the_engine_trains_on_the_fast_path_with_its_own_mixing(dirs):
     assert len(recs) == 2 and all(r["status"] == "finished" for r in recs)
     assert all(r["provenance"]["data"]["pipeline"] == "fastpath" and r["metrics"]["steps"] == 3 for r in recs)
     assert recs[0]["config"]["recipe"]["mixup"] > 0 and recs[0]["config"]["recipe"]["aa"]
+
+
+def test_a_fused_group_takes_each_runs_lock_where_a_run_alone_does(dirs, capsys):
+    """One lock discipline: a run whose lock a live process holds in the results folder stays out of its
+    fused group, as it is skipped when it trains alone (fused groups used to lock in the cache instead)."""
+    pid = dirs["pid"]
+    args = fast_args(pid, "tables=[table2]", "seeds=2", "recipe.epochs=1", "recipe.max_steps=2", *NO_AUG,
+                     "runtime.fused=true", "report=false")
+    assert main(["list", *args]) == 0
+    held = next(line.split()[4] for line in capsys.readouterr().out.splitlines() if line.startswith("table2"))
+    folder = dirs["results"] / pid / "tiny" / "locks" / held
+    folder.mkdir(parents=True)
+    (folder / locks.LOCK_NAME).write_text(json.dumps({"pid": os.getppid(), "host": os.uname().nodename, "since": 0}))
+    assert main(["reproduce", *args]) == 0
+    out = capsys.readouterr().out
+    recs = {r["run_id"]: r for r in records.load_records(pid, root=dirs["results"])[0]}
+    assert held not in recs and f"skip {held}: another process holds it (pid {os.getppid()}" in out
+    assert len(recs) == 3 and sum(r["provenance"]["trained"] == "fused" for r in recs.values()) == 2

@@ -17,7 +17,8 @@ import pytest
 import timm
 import torch
 
-from repro import locks, records
+from repro import records
+from repro.run import locks
 from repro.cli import main
 from repro.data import tensor_cache
 from repro.models import zoo

@@ -7,7 +7,7 @@ from omegaconf import OmegaConf
 
 from repro import functions, runs
 from repro.plan import experiments
-from repro.cli import build_specs
+from repro.run.specs import build_specs
 from repro.runs import ConfigError, RunSpec
 
 from conftest import REPO

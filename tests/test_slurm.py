@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from repro import locks, records
+from repro import records
+from repro.run import locks
 from repro.cli import main
 
 from conftest import EXPERIMENTS, PROBES, REPO, fast_args, subprocess_env, write_paper

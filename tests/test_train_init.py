@@ -7,7 +7,8 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from repro import records
-from repro.cli import build_specs, main
+from repro.cli import main
+from repro.run.specs import build_specs
 from repro.runs import ConfigError, RunSpec, resolve, run_dir, shard, source_spec, with_sources
 from repro.train.init_from import InitError, source_weights
 
@@ -113,6 +114,22 @@ def test_a_pointer_at_a_second_phase_copies_its_record_without_retraining(dirs, 
     assert out.count("] run t1-first") == 1 and out.count("epoch 1/1") == 1  # second trained once, by itself
     recs = {r["table"]: r for r in records.load_records(pid, root=dirs["results"])[0]}
     assert recs["t3"]["status"] == "finished" and recs["t3"]["metrics"]["top1"] == recs["t2"]["metrics"]["top1"]
+    assert recs["t3"]["metrics"]["source_run_id"] == recs["t2"]["run_id"]
+
+
+def test_a_table_of_pointers_alone_runs_their_sources_first_under_its_runtime(dirs, capsys):
+    """``tables=[t3]`` (only the pointer): the command schedules the run it reads, and that run's own source,
+    before it, under the command's runtime and locks; the probe trains nothing. It used to train its source
+    itself with a runtime of its own (no lock), and fail here, the source's source never having run."""
+    pid = dirs["pid"]
+    write_paper(dirs["papers"], pid, POINTED, PROBES)
+    assert main(["reproduce", *fast_args(pid, "tables=[t3]", "runtime.checkpoint_every_s=7")]) == 0
+    out = capsys.readouterr().out
+    assert "3 run(s), 0 already done" in out
+    assert out.index("] run t1-first") < out.index("] run t2-second") < out.index("] run t3-copy")
+    recs = {r["table"]: r for r in records.load_records(pid, root=dirs["results"])[0]}
+    assert {t: r["status"] for t, r in recs.items()} == {"t1": "finished", "t2": "finished", "t3": "finished"}
+    assert recs["t2"]["config"]["runtime"]["checkpoint_every_s"] == 7  # the command's runtime, not the probe's
     assert recs["t3"]["metrics"]["source_run_id"] == recs["t2"]["run_id"]
 
 

@@ -13,9 +13,10 @@ record and its checkpoint.
 - ``copy_metrics``: the source's record, its metrics copied (with ``source_run_id``).
 - ``trained(config)``: the source's trained model, loaded from its checkpoint (Tables 5-6 probe it).
 
-A source with no record yet (a table asked for on its own) is run here first, on the default device;
-a finished source whose checkpoint is gone (another machine) is retrained to rebuild the checkpoint,
-its record left as it is.
+A probe never trains its source: the plan lists the source among the pointer's dependencies, and a
+command that asks for the pointer's table runs the source first, under the command's runtime and the
+source's lock (``repro.runs.with_sources``). A source with no finished record, or a finished one whose
+checkpoint is gone (another machine), is one line saying what to run (``repro.train.init_from``).
 """
 from __future__ import annotations
 
@@ -24,12 +25,12 @@ from dataclasses import dataclass
 
 import torch
 
-from repro import records
 from repro.functions import register
-from repro.runs import ConfigError, RunSpec, final_checkpoint, pointer_source, run_dir
+from repro.runs import ConfigError, RunSpec, final_checkpoint, pointer_source
 from repro.train import checkpoint, ddp
-from repro.train.engine import Runtime, evaluate, train
-from repro.train.execute import DONE, execute
+from repro.train.engine import Runtime, evaluate
+from repro.train.init_from import source_record, source_weights
+
 
 def source_spec(config: dict) -> RunSpec:
     """The source run of a resolved pointer config (its id, record and checkpoint follow)."""
@@ -41,34 +42,17 @@ def source_spec(config: dict) -> RunSpec:
 
 
 def _runtime() -> Runtime:
-    """Default runtime for a source run started from inside a probe (the CLI's is not passed down)."""
+    """The runtime a probe evaluates a source's model under (the command's is not passed down to probes)."""
     d = ddp.setup("auto")
     on_gpu = d.device.type == "cuda"
     return Runtime(dist=d, progress=False, check_every=50 if on_gpu else 1,
                    num_workers=min(8, os.cpu_count() or 1) if on_gpu else 0, checkpoint_every_s=60.0)
 
 
-def _finished_record(spec: RunSpec) -> dict | None:
-    path = records.record_path(spec.paper, spec.scale, spec.run_id)
-    if not path.exists():
-        return None
-    rec = records.read_record(path)
-    return rec if rec["status"] in DONE else None
-
-
-def source_record(config: dict) -> dict:
-    """The source's record, running the source first if it has none (or only a failed one)."""
-    spec = source_spec(config)
-    return _finished_record(spec) or execute(spec, _runtime())
-
-
 @register("convit.copy_metrics")
 def copy_metrics(config: dict) -> dict:
     """Probe: the source run's metrics (per-epoch history left in the source's record)."""
-    rec = source_record(config)
-    if rec["status"] != "finished":
-        raise RuntimeError(f"source run {rec['run_id']} {rec['status']}; its cells stay empty until it is "
-                           f"rerun (delete its record)")
+    rec = source_record(source_spec(config))
     out = {k: v for k, v in rec["metrics"].items() if k != "history"}
     out["source_run_id"] = rec["run_id"]
     return out
@@ -96,18 +80,13 @@ def trained(config: dict) -> Trained:
     spec = source_spec(config)
     if spec.kind != "train":
         raise ConfigError(f"source {spec.run_id} is a {spec.kind} run; a trained model needs a train run")
-    rt = _runtime()
-    if _finished_record(spec) is None:
-        execute(spec, rt)               # trains, or finishes from a partial checkpoint, and records
+    weights = source_weights(spec)      # its final model; never trained here
     path = final_checkpoint(spec)
-    if not path.exists():
-        train(spec, rt)                 # rebuild the checkpoint; the record stays as measured
-        path = run_dir(spec) / "last.pt"
-    state = checkpoint.load(path, spec.fingerprint)
+    rt = _runtime()
     cfg, d = spec.config, rt.dist
     data = build_data(cfg["data"], cfg["recipe"], seed=spec.seed, rank=d.rank, world=d.world_size,
                       device=d.device, num_workers=rt.num_workers)
     model = create_model(cfg, data.num_classes)
-    checkpoint.restore_module(model, state["model"], path)
+    checkpoint.restore_module(model, weights, path)
     amp_dtype = torch.bfloat16 if d.device.type == "cuda" else None
     return Trained(spec, model.to(d.device).eval(), data.test, d, amp_dtype)

@@ -27,6 +27,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from .. import cli, records
+from ..errors import ConfigError, one_line
 from ..train import machine
 from ..data import fraction_indices, open_split
 from ..probes.speed import throughput
@@ -35,6 +36,8 @@ from ..train import preempt
 from ..train.execute import DONE, record_status
 from ..train.model import create_model, register_models
 from ..train.recipe import run_epochs
+from .sequential import BAD_INPUT
+from .specs import build_specs, run_overrides
 
 EVAL_SPEEDUP = 3.0  # an evaluated image costs about a third of a trained one (forward only)
 
@@ -48,7 +51,7 @@ def seconds_left(text: str, now: dt.datetime | None = None) -> float:
         return float(3600 * h + 60 * m + s)
     clock = re.fullmatch(r"(\d{1,2}):(\d{2})", text.strip())
     if not clock:
-        raise cli.ConfigError(f"deadline {text!r}: give a duration (25m, 1h30m, 90s) or a UTC time (17:20)")
+        raise ConfigError(f"deadline {text!r}: give a duration (25m, 1h30m, 90s) or a UTC time (17:20)")
     at = now.replace(hour=int(clock[1]), minute=int(clock[2]), second=0, microsecond=0)
     if at <= now:
         at += dt.timedelta(days=1)
@@ -58,11 +61,11 @@ def seconds_left(text: str, now: dt.datetime | None = None) -> float:
 def campaign(args: list[str]) -> tuple[dict, list[RunSpec]]:
     """The composed config and the runs of ``reproduce <args>``, as the command itself resolves them."""
     overrides = [a for a in cli._prepare(args) if "=" in a and not a.startswith("-")]
-    with initialize_config_dir(config_dir=str(Path(cli.__file__).parent / "conf"), version_base=None):
+    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[1] / "conf"), version_base=None):
         cfg = compose(config_name="config", overrides=overrides)
     c = OmegaConf.to_container(cfg, resolve=True)
     register_models(c.get("paper"), c["runtime"].get("imports"))
-    return c, cli.build_specs(c, cli.run_overrides(cfg, overrides))
+    return c, build_specs(c, run_overrides(cfg, overrides))
 
 
 def _device() -> torch.device:
@@ -204,8 +207,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return run(ns.deadline, argv[at + 1:], ns.margin)
-    except cli.BAD_INPUT as e:
-        print(f"error: {cli._one_line(e)}", file=sys.stderr)
+    except BAD_INPUT as e:
+        print(f"error: {one_line(e)}", file=sys.stderr)
         return 2
 
 

@@ -132,7 +132,7 @@ class _Run:
         self.spec, self.rt, self.stop_at, self.d = spec, rt, stop_at, rt.dist
         self.cfg, self.recipe = spec.config, spec.config["recipe"]
         self.out_dir = run_dir(spec)
-        if rt.persist and self.d.is_main:  # also when a probe retrains a source whose run dir is gone (fresh clone)
+        if rt.persist and self.d.is_main:  # a fresh clone, or a cleared cache, has none yet
             self.out_dir.mkdir(parents=True, exist_ok=True)
         self.ckpt_path = self.out_dir / "last.pt"
         set_determinism(rt)

@@ -1,4 +1,5 @@
-"""A cell's runs trained as one fused group (``runtime.fused=true``): setup per run, one loop, one record per run.
+"""A cell's runs trained as one fused group (``runtime.fused=true``): setup per run, one loop, a result per
+run (repro/run/packed.py takes their locks and writes their records).
 
 Which runs fuse: training runs of one paper and scale whose configs are equal but for the seed and the
 recipe keys a group lets differ (``fused.PER_RUN``: a cell's seeds, a grid's learning rates), on the fast
@@ -12,21 +13,18 @@ with which runs, and books its share of the group's wall time.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import time
-import traceback
 from dataclasses import dataclass
 
 import torch
 from timm.utils import random_seed
 
-from .. import locks, records
+from .. import records
 from ..data import build_data, choose_pipeline
 from ..runs import RunSpec, run_dir
 from . import checkpoint, machine, preempt
 from .engine import Result, Runtime, evaluate, set_determinism
-from .execute import make_record
 from .fused import PER_RUN, FusedRuns
 from .logs import summary_line, write_csv
 from .model import create_model
@@ -80,7 +78,10 @@ def _member(spec: RunSpec, rt: Runtime) -> _Member:
     cfg = {**spec.config, "data": fast_data(spec.config)}
     data = build_data(cfg["data"], cfg["recipe"], seed=spec.seed, device=rt.dist.device)
     model = create_model(cfg, data.num_classes).to(rt.dist.device)
-    state = checkpoint.load(run_dir(spec) / "last.pt", spec.fingerprint) if rt.persist else None
+    state = None
+    if rt.persist:  # its folder holds its checkpoint and log (a fresh clone, or a cleared cache, has none yet)
+        run_dir(spec).mkdir(parents=True, exist_ok=True)
+        state = checkpoint.load(run_dir(spec) / "last.pt", spec.fingerprint)
     if state is not None:
         checkpoint.restore_module(model, state["model"], run_dir(spec) / "last.pt")
     return _Member(spec, data, model, state)
@@ -256,28 +257,3 @@ def train_group(specs: list[RunSpec], rt: Runtime, stop_at: int | None = None) -
         g.train_epoch(epoch)
         g.end_epoch(epoch)
     return g.results()
-
-
-def run_groups(specs: list[RunSpec], rt: Runtime, say=print) -> set[str]:
-    """Train the runs among ``specs`` that fuse, group by group, and write their records; the run ids
-    recorded. A group that cannot run together is left to train alone (its runs are not returned)."""
-    if rt.dist.world_size > 1:
-        return set()
-    done: set[str] = set()
-    for group in groups(specs):
-        with contextlib.ExitStack() as stack:
-            held = [s for s in group if stack.enter_context(locks.run_lock(run_dir(s)))]
-            if len(held) < 2:
-                continue
-            say(f"fused group of {len(held)}: {', '.join(s.run_id for s in held)}", flush=True)
-            started = machine.provenance(1)
-            try:
-                results = train_group(held, rt)
-            except (NotFusable, RuntimeError, ValueError) as e:
-                traceback.print_exc()
-                say(f"  not fused ({type(e).__name__}: {e}); these runs train alone", flush=True)
-                continue
-            for s, res in zip(held, results):
-                records.write_record(make_record(s, rt, res.status, res.metrics, res.provenance, started))
-                done.add(s.run_id)
-    return done

@@ -32,20 +32,34 @@ class InitError(RuntimeError):
     """A source run whose final model cannot be used (not run, not finished, checkpoint gone)."""
 
 
+def run_first(source: RunSpec) -> str:
+    """The command that records ``source``: what a run or a probe that needs it says to run first."""
+    scale = source.scale.removesuffix("-smoke")
+    smoke = " smoke=true" if scale != source.scale else ""
+    return f"python -m repro reproduce paper={source.paper} scale={scale} tables={source.table}{smoke}"
+
+
+def source_record(source: RunSpec) -> dict:
+    """The finished record of ``source`` (a run another starts from, or a pointer probe reads). The scheduler
+    runs sources first (``with_sources``); nothing else trains them, so a missing one says what to run."""
+    rec_path = records.record_path(source.paper, source.scale, source.run_id)
+    if not rec_path.exists():
+        raise InitError(f"source run {source.run_id} has not run yet: run `{run_first(source)}` first")
+    rec = records.read_record(rec_path)
+    if rec["status"] != "finished":
+        raise InitError(f"source run {source.run_id} is {rec['status']}, so it has no final model; see {rec_path}")
+    return rec
+
+
 def source_weights(source: RunSpec) -> dict:
     """The final model state dict of a finished source run (loaded with weights_only=True)."""
-    rec_path = records.record_path(source.paper, source.scale, source.run_id)
-    command = f"python -m repro reproduce paper={source.paper} scale={source.scale} tables={source.table}"
-    if not rec_path.exists():
-        raise InitError(f"source run {source.run_id} has not run yet: run `{command}` first")
-    status = records.read_record(rec_path)["status"]
-    if status != "finished":
-        raise InitError(f"source run {source.run_id} is {status}, so it has no final model; see {rec_path}")
+    source_record(source)
     ckpt = final_checkpoint(source)
     state = checkpoint.load(ckpt, source.fingerprint)
     if state is None:
+        rec_path = records.record_path(source.paper, source.scale, source.run_id)
         raise InitError(f"source run {source.run_id} is finished but its final model {ckpt} is gone "
-                        f"(cache cleared?): delete {rec_path} and run `{command}` to retrain it")
+                        f"(cache cleared?): delete {rec_path} and run `{run_first(source)}` to retrain it")
     return state["model"]
 
 

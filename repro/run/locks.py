@@ -1,6 +1,7 @@
 """One process per run at a time: a lock file created atomically (O_EXCL) in a folder of the run's own
-(``repro.runs.lock_dir``: in the results folder, beside the records, so that the lock holds whatever
-cache each command uses).
+(``lock_dir``: in the results folder, beside the records, so that the lock holds whatever cache each
+command uses). Every way a run is trained (alone, in a fused group, under torchrun) takes it through
+``claim``.
 
 Why: two ``reproduce`` commands on one results folder (or a cluster array job) would each train every
 run, twice the compute, racing on the same record. The lock holds the owner's pid and host, and its holder touches it every ``HEARTBEAT_S`` seconds (its mtime is the
@@ -15,8 +16,12 @@ import os
 import socket
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
+
+from ..records import record_path
+from ..runs import RunSpec
+from ..train import ddp
 
 LOCK_NAME = "run.lock"
 HEARTBEAT_S = 30.0      # the holder touches its lock this often
@@ -101,7 +106,7 @@ def _beat(path: Path, stop: threading.Event) -> None:
 
 @contextmanager
 def run_lock(folder: Path):
-    """``with run_lock(run_dir(spec)) as held:`` ``held`` is False when another process runs it; while
+    """``with run_lock(lock_dir(spec)) as held:`` ``held`` is False when another process runs it; while
     held, a daemon thread keeps the heartbeat."""
     path = acquire(folder)
     stop = threading.Event()
@@ -112,3 +117,23 @@ def run_lock(folder: Path):
     finally:
         stop.set()
         release(path)
+
+
+def lock_dir(spec: RunSpec) -> Path:
+    """Where a run's lock lives: beside its record, in the results folder, so that commands writing one
+    results folder never train a run twice, whatever caches they use."""
+    return record_path(spec.paper, spec.scale, spec.run_id).parent.parent / "locks" / spec.run_id
+
+
+@contextmanager
+def claim(spec: RunSpec, d: ddp.Dist):
+    """The run's lock, taken by rank 0 alone; every rank gets its answer, so that all ranks train the run
+    or all skip it."""
+    with (run_lock(lock_dir(spec)) if d.is_main else nullcontext(True)) as held:
+        yield ddp.from_main(held, d)
+
+
+def held_by(spec: RunSpec) -> str:
+    """'another process holds it (pid <pid> on <host>)', for the line that skips a run."""
+    who = owner(lock_dir(spec) / LOCK_NAME) or {}
+    return f"another process holds it (pid {who.get('pid')} on {who.get('host')})"

@@ -29,7 +29,7 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from .runs import ConfigError
+from ..errors import ConfigError
 
 OUTCOME = "outcome.json"
 _worst = 0  # the worst exit code among the jobs of the last multirun, for repro.cli.main

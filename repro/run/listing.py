@@ -1,0 +1,64 @@
+"""``list``: the papers, their tables and runs at a scale, and each run's status (or its resolved config)."""
+from __future__ import annotations
+
+from omegaconf import DictConfig, OmegaConf
+from tabulate import tabulate
+
+from .. import records
+from ..checks import check_command
+from ..errors import one_line
+from ..plan.experiments import known_papers
+from ..runs import RunSpec
+from ..train.execute import record_status
+from .specs import build_specs, run_overrides
+
+
+def _status(s: RunSpec) -> str:
+    try:
+        return record_status(s)
+    except records.RecordError:
+        return "corrupt record"
+
+
+def _papers(c: dict) -> int:
+    """One row per paper: its tables, runs and their statuses at the scale."""
+    rows = []
+    for paper in known_papers():
+        try:
+            specs = build_specs({**c, "paper": paper})
+        except Exception as e:  # one broken experiments.py should not hide the others
+            rows.append([paper, "", "", f"error: {one_line(e)}"])
+            continue
+        counts = {}
+        for s in specs:
+            counts[_status(s)] = counts.get(_status(s), 0) + 1
+        rows.append([paper, ", ".join(sorted({s.table for s in specs})), len(specs),
+                     ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))])
+    print(f"scale {c['scale']}")
+    print(tabulate(rows, headers=["paper", "tables", "runs", "status"]))
+    return 0
+
+
+def list_runs(cfg: DictConfig) -> int:
+    """Papers, their tables and runs at a scale, and each run's status."""
+    c = OmegaConf.to_container(cfg, resolve=True)
+    check_command(c)
+    if not c.get("paper"):
+        return _papers(c)
+    specs = build_specs(c, run_overrides(cfg))
+    if c.get("resolved"):
+        for s in specs:  # what each run will use: the base, the paper's protocol and the command line merged
+            print(f"# {s.run_id}  ({s.kind}, table {s.table}, row {s.cell['row']}, seed {s.seed}, {_status(s)})")
+            print(OmegaConf.to_yaml({"config": s.config}), end="")
+        return 0
+    rows = []
+    for s in specs:
+        st = _status(s)
+        top1 = ""
+        if st in ("finished", "diverged"):
+            rec = records.read_record(records.record_path(s.paper, s.scale, s.run_id))
+            top1 = rec["metrics"].get("top1", "")
+        rows.append([s.table, s.cell["row"], ",".join(s.cell["columns"]), s.seed, s.run_id, st, top1])
+    print(f"{c['paper']} at scale {c['scale']}: {len(specs)} run(s)")
+    print(tabulate(rows, headers=["table", "row", "columns", "seed", "run_id", "status", "top1"]))
+    return 0

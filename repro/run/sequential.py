@@ -1,0 +1,87 @@
+"""One process (or one torchrun group of ranks) running the command's runs in order: each without a record
+under its lock, fused groups first where ``runtime.fused=true``, a twin's record shared, a crash recorded
+while the others go on."""
+from __future__ import annotations
+
+import time
+import traceback
+
+from .. import records
+from ..data import DataError, FractionError
+from ..errors import ConfigError
+from ..runs import RunSpec, run_dir
+from ..train import ddp, preempt
+from ..train.checkpoint import CheckpointError
+from ..train.engine import Runtime
+from ..train.execute import DONE, execute, failed_record, record_status, shared_record
+from .locks import claim, held_by
+from .packed import train_packed
+from .progress import describe, eta
+
+BAD_INPUT = (ConfigError, DataError, FractionError, records.RecordError, CheckpointError)
+
+
+def run_specs(specs: list[RunSpec], status: dict, force: bool, rt: Runtime, d, say) -> list[RunSpec]:
+    """Run, in order, each spec without a record (all with ``force``); returns those that crashed (recorded failed)."""
+    finished = {}  # fingerprint -> run id of a finished record: a run another table asked for already
+    for s in specs:
+        if status[s.run_id] == "finished":
+            finished.setdefault(s.fingerprint, s.run_id)
+    todo = [s.run_id for s in specs if force or status[s.run_id] not in DONE]  # what this command will run
+    took: list[float] = []  # wall seconds of each run this command executed
+    failures: list[RunSpec] = []
+    fused = train_packed([s for s in specs if s.run_id in todo], rt, say) if rt.fused and not force else set()
+    for i, s in enumerate(specs, 1):
+        tag, st = f"[{i}/{len(specs)}]", status[s.run_id]
+        if s.run_id in fused:  # trained in a fused group above, its record written
+            continue
+        if st in DONE and not force:
+            say(f"{tag} skip {s.run_id} ({st})")
+            continue
+        twin = None if force else finished.get(s.fingerprint)
+        if twin is not None and st == "not run":
+            source = records.read_record(records.record_path(s.paper, s.scale, twin))
+            if d.is_main:
+                records.write_record(shared_record(s, source))
+            say(f"{tag} {s.run_id}: same run as {twin}, record shared")
+            continue
+        if preempt.requested():
+            raise preempt.Preempted(f"{preempt.cause()} before {s.run_id}; run the same command again to go on")
+        with claim(s, d) as held:
+            if not held:
+                say(f"{tag} skip {s.run_id}: {held_by(s)}")
+                continue
+            t0 = time.monotonic()
+            rec = run_one(s, tag, rt, say, force, eta(took, len(todo) - len(took)))
+            took.append(time.monotonic() - t0)
+        if rec is None:
+            failures.append(s)
+        elif rec["status"] == "finished":
+            finished.setdefault(s.fingerprint, s.run_id)
+    return failures
+
+
+def run_one(s: RunSpec, tag: str, rt: Runtime, say, force: bool, progress: str = "") -> dict | None:
+    """Run one spec under its lock; None when it crashed (recorded as failed, the others go on)."""
+    st = ddp.from_main(record_status(s), rt.dist)  # again, under the lock: another process may have finished it
+    if st in DONE and not force:
+        say(f"{tag} skip {s.run_id} ({st}, finished by another process)")
+        return {"status": st}
+    if force:  # start over: the old record stays until the new one replaces it
+        (run_dir(s) / "last.pt").unlink(missing_ok=True)
+        st = "not run"
+    say(f"{tag} {'resume' if st == 'partial' else 'run'} {s.run_id} ({s.kind} {s.table}/{s.cell['row']} "
+        f"seed {s.seed}){'; ' + progress if progress else ''}", flush=True)
+    try:
+        rec = execute(s, rt)
+    except BAD_INPUT:
+        raise
+    except Exception as e:  # a crash in one run is recorded; the other runs go on
+        if rt.dist.world_size > 1 or records.disk_full(e):  # other ranks wait in a collective; no room for a record
+            raise
+        traceback.print_exc()
+        if rt.dist.is_main:
+            records.write_record(failed_record(s, rt, e))
+        return None
+    say(f"{tag} {s.run_id}: {describe(rec)}", flush=True)
+    return rec
