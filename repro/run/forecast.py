@@ -27,12 +27,14 @@ from pathlib import Path
 import torch
 from tabulate import tabulate
 
-from .. import cli, records
+from .. import records
+from ..errors import ConfigError, one_line
 from ..plan.experiments import known_papers, paper_scales
 from ..probes.cost import count_macs
 from ..runs import RunSpec
 from ..train.execute import DONE, record_status
 from ..train.model import create_model
+from .sequential import BAD_INPUT
 from .deadline import EVAL_SPEEDUP, _arch_key, campaign, work
 
 # images per class (train, test) of the datasets whose size is known without opening them
@@ -136,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     bench = ns.bench or records.results_root() / DEFAULT_BENCH
     try:
         if not bench.is_file():
-            raise cli.ConfigError(f"{bench}: no such benchmark; run python -m benchmarks.data_path on the device")
+            raise ConfigError(f"{bench}: no such benchmark; run python -m benchmarks.data_path on the device")
         ref = Reference.load(bench)
         scale = next((o.split("=", 1)[1] for o in ns.overrides if o.startswith("scale=")), "tiny")
         rows = []
@@ -145,8 +147,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append([paper, f["runs"], f["groups"], f["models"],
                          " - ".join(f"{r:,.0f}" for r in (f["rates"][:1] + f["rates"][-1:])) or "-",
                          f"{f['seconds'] / 60:.1f}"])
-    except cli.BAD_INPUT as e:
-        print(f"error: {cli._one_line(e)}", file=sys.stderr)
+    except BAD_INPUT as e:
+        print(f"error: {one_line(e)}", file=sys.stderr)
         return 2
     print(f"predicted from {ref.describe()}")
     print(tabulate(rows, headers=["paper", "training runs", "fused groups", "models", "img/s (predicted)",
