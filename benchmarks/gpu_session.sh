@@ -64,7 +64,7 @@ case "$verb" in
     start)
         deadline=${1:?start DEADLINE (24m, or a UTC time) key=value ...}; shift
         setsid bash -c 'echo $$ >"$0/campaign.pid"; exec "$@"' "$GS_DIR" "$PY" -m repro.run.deadline "$deadline" \
-            --margin "${MARGIN:-60}" reproduce "scale=$SCALE" "data=$DATA" report=false runtime.progress=false "$@" \
+            --margin "${MARGIN:-60}" --hold-back reproduce "scale=$SCALE" "data=$DATA" report=false runtime.progress=false "$@" \
             >"$GS_DIR/campaign.log" 2>&1 </dev/null &
         sleep 5; cat "$GS_DIR/campaign.log" ;;
     wait)

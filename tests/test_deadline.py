@@ -39,6 +39,33 @@ def test_the_prediction_comes_from_a_measured_table(dirs, monkeypatch):
     assert "this campaign: 0.1 min on cpu" in deadline.plan_line(p, 1500) and "25.0 min left" in deadline.plan_line(p, 1500)
 
 
+def test_runs_names_runs_by_id_or_prefix_and_an_unknown_one_is_bad_input(dirs):
+    _, specs = deadline.campaign(fast_args(dirs["pid"], "tables=[table2]"))
+    first = specs[0].run_id
+    _, only = deadline.campaign(fast_args(dirs["pid"], "tables=[table2]", f"runs=['{first[:-4]}']"))
+    assert [s.run_id for s in only] == [first] and len(specs) == 2
+    with pytest.raises(ConfigError, match="names no run"):
+        deadline.campaign(fast_args(dirs["pid"], "tables=[table2]", "runs=[nosuchrun]"))
+
+
+def test_hold_back_starts_only_the_runs_predicted_to_finish(dirs, monkeypatch, capsys):
+    """Two runs of 3.3 s each (320 images at 100 img/s, one evaluation): 5 s fit one on one worker, both on two;
+    the command then trains only the runs kept, and a later run of it the rest."""
+    args = fast_args(dirs["pid"], "tables=[table2]", "recipe.epochs=2")
+    c, specs = deadline.campaign(args)
+    monkeypatch.setattr(deadline, "measure", lambda spec: 100.0)
+    assert deadline.held_back(c, specs, 5.0) == {specs[1].run_id}
+    assert deadline.held_back({**c, "jobs": 2}, specs, 5.0) == set()
+    assert deadline.held_back(c, specs, 1.0) == {s.run_id for s in specs}
+    monkeypatch.setattr(deadline, "seconds_left", lambda text: 65.0)  # 5 s after the 60 s margin
+    assert deadline.main(["25m", "--hold-back", "reproduce", *args, "report=false"]) == 0
+    out = capsys.readouterr().out
+    assert "1 run(s) held back" in out and "1 of 2 go ahead" in out
+    done = {r["run_id"] for r in records.load_records(dirs["pid"], root=dirs["results"])[0]}
+    assert done == {specs[0].run_id}
+    assert deadline.held_back(c, specs, 5.0) == set()  # the first is recorded: the second now fits
+
+
 def test_the_watch_asks_the_loop_to_stop_when_its_time_is_up(monkeypatch):
     monkeypatch.setattr(preempt, "_received", None)  # restored afterwards: later tests see no stop request
     done, fired = threading.Event(), threading.Event()

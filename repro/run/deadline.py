@@ -9,8 +9,9 @@ reused; fused groups sped up by the ``packed_speedup`` that results/bench/<devic
 if any) and prints it beside the time left: "this campaign: 23 min on cpu, 5 groups of 2 runs; 25 min left".
 It then runs the command with a watch that, ``--margin`` seconds before the deadline, asks the loop to stop
 as SIGTERM does: the run(s) in progress checkpoint where they are, and the command exits 0 with a summary
-(runs finished, runs left, the time they need). The same command resumes them. Every run resumes from its
-checkpoint, here or on another machine, so none is held back for lack of time.
+(runs finished, runs left, the time they need). The same command resumes them from their checkpoints. Where
+checkpoints do not outlive the machine (a lent GPU whose files do not come back), ``--hold-back`` starts only
+the runs predicted to finish in time, and the same command later starts the rest.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from ..errors import ConfigError, one_line
 from ..train import machine
 from ..data import fraction_indices, open_split
 from ..probes.speed import throughput
-from ..runs import RunSpec, cache_root, run_dir
+from ..runs import RunSpec, cache_root, pointer_source, run_dir, source_spec
 from ..train import preempt
 from ..train.execute import DONE, record_status
 from ..train.model import create_model, register_models
@@ -126,24 +127,59 @@ def packed_speedup() -> float | None:
     return json.loads(path.read_text()).get("packed_speedup") if path.exists() else None
 
 
+def run_seconds(todo: list[RunSpec]) -> dict[str, float]:
+    """Each run's predicted seconds alone on this device, from the measured throughput table."""
+    table, seconds = throughput_table(todo), {}
+    for s in todo:
+        images, per_eval, evals = work(s)
+        rate = table[_arch_key(s)]
+        seconds[s.run_id] = images / rate + per_eval * evals / (EVAL_SPEEDUP * rate)
+    return seconds
+
+
 def predict(c: dict, specs: list[RunSpec]) -> dict:
     """The campaign's predicted seconds on this device, with its shape (runs, groups) and the table it used."""
     from ..train.group import groups  # the fused groups the command will form
 
     todo = [s for s in specs if s.kind == "train" and record_status(s) not in DONE]
-    table = throughput_table(todo)
-    seconds = {}
-    for s in todo:
-        images, per_eval, evals = work(s)
-        rate = table[_arch_key(s)]
-        seconds[s.run_id] = images / rate + per_eval * evals / (EVAL_SPEEDUP * rate)
+    seconds = run_seconds(todo)
     fused = groups(todo) if c["runtime"].get("fused") else []
     speedup = packed_speedup() or 1.0
     in_groups = {s.run_id for g in fused for s in g}
     total = sum(v for k, v in seconds.items() if k not in in_groups)
     total += sum(sum(seconds[s.run_id] for s in g) / speedup for g in fused)
     return {"seconds": total, "runs": len(todo), "groups": [len(g) for g in fused], "alone": len(todo) - len(in_groups),
-            "speedup": speedup, "device": device_label()}
+            "speedup": speedup, "device": device_label(), "per_run": seconds}
+
+
+def held_back(c: dict, specs: list[RunSpec], budget: float) -> set[str]:
+    """The runs not to start when a stopped run cannot resume elsewhere (a lent machine whose checkpoints do
+    not outlive it). In the command's order each unit to train (a run alone, or a fused group) goes to the
+    first of the ``jobs`` workers to be free and is held back unless it ends within ``budget`` seconds; a run
+    that starts from or reads a held-back run is held back with it. Run ids."""
+    from ..train.group import groups
+
+    p = predict(c, specs)
+    todo = [s for s in specs if s.run_id in p["per_run"]]
+    fused = groups(todo) if c["runtime"].get("fused") else []
+    grouped = {s.run_id: g for g in fused for s in g}
+    free, held, seen = [0.0] * max(1, int(c.get("jobs") or 1)), set(), set()
+    for s in todo:
+        unit = grouped.get(s.run_id, [s])
+        if unit[0].run_id in seen:
+            continue
+        seen.add(unit[0].run_id)
+        secs = sum(p["per_run"][u.run_id] for u in unit) / (p["speedup"] if len(unit) > 1 else 1.0)
+        i = min(range(len(free)), key=free.__getitem__)
+        if free[i] + secs <= budget:
+            free[i] += secs
+        else:
+            held |= {u.run_id for u in unit}
+    for s in specs:  # sources come before their dependents
+        source = source_spec(s) or (pointer_source(s.config) if s.kind == "probe" else None)
+        if source is not None and source.run_id in held:
+            held.add(s.run_id)
+    return held
 
 
 def _minutes(seconds: float) -> str:
@@ -169,7 +205,7 @@ def _watch(seconds: float, done: threading.Event, fired: threading.Event) -> thr
     return thread
 
 
-def run(deadline: str, args: list[str], margin: float = 60.0) -> int:
+def run(deadline: str, args: list[str], margin: float = 60.0, hold_back: bool = False) -> int:
     """Predict, run ``reproduce <args>`` until ``margin`` seconds before the deadline, summarise; the exit code."""
     left = seconds_left(deadline)
     c, specs = campaign(args)
@@ -177,6 +213,15 @@ def run(deadline: str, args: list[str], margin: float = 60.0) -> int:
     if left <= margin:
         print(f"deadline: {_minutes(left)} left, within the {margin:.0f} s margin: nothing started", flush=True)
         return 0
+    if hold_back:
+        held = held_back(c, specs, left - margin)
+        kept = [s.run_id for s in specs if s.run_id not in held]
+        print(f"deadline: {len(held)} run(s) held back, not predicted to finish in time (--hold-back: a stopped "
+              f"run could not resume elsewhere); {len(kept)} of {len(specs)} go ahead", flush=True)
+        if not kept:
+            return 0
+        if held:
+            args = [a for a in args if not a.startswith("runs=")] + ["runs=[" + ",".join(f"'{k}'" for k in kept) + "]"]
     done, fired = threading.Event(), threading.Event()
     _watch(left - margin, done, fired)
     try:
@@ -200,13 +245,16 @@ def main(argv: list[str] | None = None) -> int:
                                  usage="%(prog)s DEADLINE [--margin S] reproduce key=value ...")
     ap.add_argument("deadline", help="a duration from now (25m, 1h30m, 90s) or a UTC time (17:20)")
     ap.add_argument("--margin", type=float, default=60.0, help="seconds before the deadline to stop (default 60)")
+    ap.add_argument("--hold-back", action="store_true",
+                    help="start only the runs predicted to finish before the deadline (a machine whose checkpoints "
+                         "do not outlive it)")
     ns = ap.parse_args(argv[:at])
     if at == len(argv):
         print("error: give the command to run: python -m repro.run.deadline 25m reproduce paper=<id> ...",
               file=sys.stderr)
         return 2
     try:
-        return run(ns.deadline, argv[at + 1:], ns.margin)
+        return run(ns.deadline, argv[at + 1:], ns.margin, ns.hold_back)
     except BAD_INPUT as e:
         print(f"error: {one_line(e)}", file=sys.stderr)
         return 2

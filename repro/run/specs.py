@@ -14,7 +14,7 @@ from ..data import check_fraction, check_train_data
 from ..errors import ConfigError, one_line
 from ..functions import lookup
 from ..plan.build import resolved_runs
-from ..runs import RUN_KEYS, RunSpec, shard, source_spec
+from ..runs import RUN_KEYS, RunSpec, shard, source_spec, with_sources
 from ..train.execute import DONE
 from ..train.hooks import probe_list
 from ..train.model import check_model
@@ -42,11 +42,24 @@ def build_specs(c: dict, overrides: dict | None = None) -> list[RunSpec]:
     tables = c.get("tables")
     if isinstance(tables, str):
         tables = [t for t in tables.split(",") if t]
-    specs = resolved_runs(c, overrides, tables)
+    specs = only(resolved_runs(c, overrides, tables), c.get("runs"))
     shards, index = int(c.get("num_shards") or 1), int(c.get("shard") or 0)
     if not 0 <= index < shards:
         raise ConfigError(f"shard={index} with num_shards={shards}: need 0 <= shard < num_shards")
     return shard(specs, index, shards)
+
+
+def only(specs: list[RunSpec], ids) -> list[RunSpec]:
+    """The runs ``ids`` names (run ids or prefixes of them), with every run they start from or read; all of
+    ``specs`` when ``ids`` is empty. An id that names no run is bad input."""
+    if not ids:
+        return specs
+    ids = [i for i in (ids.split(",") if isinstance(ids, str) else ids) if i]
+    unknown = [i for i in ids if not any(s.run_id.startswith(str(i)) for s in specs)]
+    if unknown:
+        raise ConfigError(f"runs={unknown[0]!r} names no run of these tables; see python -m repro list "
+                          f"paper=<id> scale=<scale>")
+    return with_sources([s for s in specs if s.run_id.startswith(tuple(map(str, ids)))])
 
 
 def validate(spec: RunSpec, seen_data: dict | None = None) -> str | None:
