@@ -1,7 +1,7 @@
 """The fast path beside today's engine step, and K small runs fused beside one at a time, in one process.
 
     python -m benchmarks.fastpath                  # a GPU: DeiT-Ti/32px at the small scale's batch 512, bf16
-    python -m benchmarks.fastpath --compile        # torch.compile the fast path's model step
+    python -m benchmarks.fastpath --compile        # torch.compile the fast path's model (and the fused runs' update)
     python -m benchmarks.fastpath --processes      # also the K runs as K concurrent processes
 
 On synthetic uint8 pixels of CIFAR's shape (pixel values change the cost of no op timed here), one device:
@@ -121,7 +121,7 @@ def run_steps(model_name: str, kwargs: dict, recipe: dict, data_cfg: dict, image
     return step, model_step, next(batches)
 
 
-def packed(k: int, cfg: dict, steps: int, device: torch.device, rounds: int = 1) -> dict:
+def packed(k: int, cfg: dict, steps: int, device: torch.device, rounds: int = 1, compile_: bool = False) -> dict:
     """Aggregate images/s of K cpu-size runs fused, and of one of them alone (the K cost the same)."""
     recipe, data_cfg, batch = cfg["recipe"], cfg["data"], int(cfg["recipe"]["batch_size"])
     images, labels = synthetic(batch * (steps + 2), device)
@@ -132,13 +132,14 @@ def packed(k: int, cfg: dict, steps: int, device: torch.device, rounds: int = 1)
         torch.manual_seed(seed)
         models.append(timm.create_model(name, num_classes=10, **PACK_MODEL).to(device))
     amp = torch.bfloat16 if device.type == "cuda" else None
-    fused = FusedRuns(models, [recipe] * k, 1, loaders[0].steps_per_epoch, build_criterion(recipe, None), amp)
+    fused = FusedRuns(models, [recipe] * k, 1, loaders[0].steps_per_epoch, build_criterion(recipe, None), amp,
+                      compile=compile_)
     streams = [(b for e in itertools.count() for b in ld.epoch(e)) for ld in loaders]
 
     def fused_step():
         xs, ts = zip(*(next(s) for s in streams))
         fused.step(torch.stack(xs), torch.stack(ts))
-    one, _, _ = run_steps(name, PACK_MODEL, recipe, data_cfg, images, labels, 0, device)
+    one, _, _ = run_steps(name, PACK_MODEL, recipe, data_cfg, images, labels, 0, device, compile_)
     t = alternated(rounds, steps, device, fused=fused_step, alone=one)
     t_fused, t_alone = t["fused"], t["alone"]
     return {"packed_runs": k, "packed_model": f"{name} {PACK_MODEL}", "packed_batch": batch,
@@ -175,7 +176,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--pack-batch", type=int, help="their batch size (default: the cpu scale's 64)")
     ap.add_argument("--rounds", type=int, help="alternating rounds, each loop's best kept (default 1 GPU, 2 CPU)")
     ap.add_argument("--processes", action="store_true", help="also time the K runs as K concurrent processes")
-    ap.add_argument("--compile", action="store_true", help="torch.compile the fast path's model")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the fast path's model and the fused runs' update")
     ap.add_argument("--threads", type=int, help="torch CPU threads (default 1 on a CPU: the cpu scale's per run)")
     ap.add_argument("--out", type=Path, default=Path("results/bench"))
     return ap
@@ -206,7 +207,7 @@ def main(argv=None) -> None:
     peak = peak_flops(device_name())
     step_img_s = batch / t_fast
     cpu_cfg = run_config("cpu", synthetic=True, batch=args.pack_batch)
-    pack = packed(k, cpu_cfg, steps, device, rounds)
+    pack = packed(k, cpu_cfg, steps, device, rounds, args.compile)
     if args.processes:
         pack["packed_processes_img_s"] = processes(k, cpu_cfg, steps, device)
         pack["packed_processes_speedup"] = pack["packed_processes_img_s"] / pack["packed_alone_img_s"]

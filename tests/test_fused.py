@@ -1,6 +1,7 @@
 """A fused group's steps equal its runs trained alone (repro/train/fused.py)."""
 from __future__ import annotations
 
+import pytest
 import timm
 import torch
 
@@ -60,17 +61,20 @@ def alone(seed: int, recipe: dict) -> tuple[dict, list[float], list[float]]:
             return m.state_dict(), losses, norms
 
 
-def test_fused_steps_equal_the_runs_trained_alone():
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_fused_steps_equal_the_runs_trained_alone(compiled):
+    """Also with the clipping and AdamW update compiled (one graph for every step: the step number is a tensor)."""
     recipes = [{**RECIPE, **r} for r in PER_RUN]
     loaders = [loader(s) for s in SEEDS]
     fused = FusedRuns([model(s) for s in SEEDS], recipes, EPOCHS, loaders[0].steps_per_epoch,
-                      build_criterion(RECIPE, mixup=True))
+                      build_criterion(RECIPE, mixup=True), compile=compiled)
     losses, norms = [], []
-    for step, batches in enumerate(zip(*(ld.epoch(0) for ld in loaders)), 1):
-        losses.append(fused.step(torch.stack([b[0] for b in batches]), torch.stack([b[1] for b in batches])))
-        norms.append(fused.grad_norm.clone())
-        if step == STEPS:
-            break
+    with torch._dynamo.config.patch(error_on_recompile=True):  # compiled: one graph for all the steps
+        for step, batches in enumerate(zip(*(ld.epoch(0) for ld in loaders)), 1):
+            losses.append(fused.step(torch.stack([b[0] for b in batches]), torch.stack([b[1] for b in batches])))
+            norms.append(fused.grad_norm.clone())
+            if step == STEPS:
+                break
     for k, (seed, recipe) in enumerate(zip(SEEDS, recipes)):
         weights, ref_losses, ref_norms = alone(seed, recipe)
         assert torch.allclose(torch.stack(losses)[:, k], torch.tensor(ref_losses), rtol=RTOL)

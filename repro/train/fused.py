@@ -8,6 +8,9 @@ loader, ``repro/data/fastpath.py``), its own AdamW moments, learning rate and sc
 clipping by its own gradient norm. The update is torch's AdamW (decoupled weight decay, timm's decay
 groups: none on biases, norms and tokens) written over the stacked tensors with a per-run lr, so a fused
 run's steps equal the run trained alone up to float rounding (``tests/test_fused.py``).
+With ``compile=True`` the clipping and the AdamW update (about six elementwise kernels per parameter tensor,
+over a thousand launches a step for a depth-12 ViT) are one ``torch.compile``d function, the step number a
+device tensor so that one graph serves every step; the forward and backward stay eager.
 What is shared: drop path and dropout draw from one global stream under ``vmap(randomness="different")``
 (distinct per run, but not the draws the run would make alone); with both at 0, as at the cpu scale,
 nothing random is shared.
@@ -37,11 +40,29 @@ def check_group(recipes: list[dict]) -> None:
                              f"a fused group shares all but {', '.join(PER_RUN)}; train them alone")
 
 
+def clipped_adamw(params: list, grads: list, exp_avg: list, exp_avg_sq: list, decay: list[float],
+                  clip: torch.Tensor, lr: torch.Tensor, t: torch.Tensor, betas: tuple, eps: float) -> torch.Tensor:
+    """torch's clip_grad_norm_ then torch.optim.AdamW's update, per run (the leading dimension), over stacked
+    tensors in place; returns each run's gradient norm before clipping."""
+    norm = torch.stack([g.float().flatten(1).norm(dim=1) for g in grads]).norm(dim=0)
+    scale = (clip / (norm + 1e-6)).clamp(max=1.0)
+    (b1, b2), k = betas, len(lr)
+    step_size, root2 = lr / (1 - b1 ** t), torch.sqrt(1 - b2 ** t)
+    for p, g, m, v, wd in zip(params, grads, exp_avg, exp_avg_sq, decay):
+        shape = (k,) + (1,) * (p.dim() - 1)
+        g = g * scale.view(shape).to(g.dtype)
+        p.mul_(1 - lr.view(shape) * wd)
+        m.lerp_(g, 1 - b1)
+        v.mul_(b2).addcmul_(g, g, value=1 - b2)
+        p.sub_(step_size.view(shape) * m / (v.sqrt() / root2 + eps))
+    return norm
+
+
 class FusedRuns:
     """The stacked parameters, per-run AdamW state and schedules of K runs; ``step`` trains all K once."""
 
     def __init__(self, models: list[torch.nn.Module], recipes: list[dict], epochs: int, steps_per_epoch: int,
-                 criterion: torch.nn.Module, amp_dtype: torch.dtype | None = None):
+                 criterion: torch.nn.Module, amp_dtype: torch.dtype | None = None, compile: bool = False):
         check_group(recipes)
         self.k, self.criterion, self.amp_dtype = len(models), criterion, amp_dtype
         params, self.buffers = stack_module_state(models)
@@ -58,6 +79,7 @@ class FusedRuns:
         self.lr_holders = [torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=learning_rate(r)) for r in recipes]
         self.schedulers = [build_scheduler(o, r, epochs, steps_per_epoch) for o, r in zip(self.lr_holders, recipes)]
         self.step_count, self.grad_norm = 0, torch.zeros(self.k, device=self.device)
+        self.update = torch.compile(clipped_adamw, dynamic=False) if compile else clipped_adamw
 
     def _loss(self, params: dict, buffers: dict, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         with torch.autocast(x.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
@@ -73,27 +95,17 @@ class FusedRuns:
         self.base.train()
         losses = vmap(self._loss, randomness="different")(self.params, self.buffers, x, targets)
         grads = torch.autograd.grad(losses.sum(), list(self.params.values()))  # runs are independent: run k's
-        self.grad_norm = torch.stack([g.float().flatten(1).norm(dim=1) for g in grads]).norm(dim=0)  # gradient
-        scale = (self.clip / (self.grad_norm + 1e-6)).clamp(max=1.0)  # torch's clip_grad_norm_, per run
-        self._adamw(grads, scale, self.lrs())
+        names = list(self.params)  # gradient is its own loss's
+        t = torch.full((), float(self.step_count + 1), device=self.device)  # a fill kernel: no host sync
+        with torch.no_grad():
+            self.grad_norm = self.update(
+                [self.params[n] for n in names], list(grads), [self.moments[n][0] for n in names],
+                [self.moments[n][1] for n in names], [self.decay[n] for n in names], self.clip, self.lrs(), t,
+                self.betas, self.eps)
         self.step_count += 1
         for s in self.schedulers:
             s.step_update(num_updates=self.step_count)
         return losses.detach().float()
-
-    @torch.no_grad()
-    def _adamw(self, grads, scale: torch.Tensor, lr: torch.Tensor) -> None:
-        """torch.optim.AdamW's update over the stacked tensors, with the run's lr and clipping scale."""
-        (b1, b2), t = self.betas, self.step_count + 1
-        step_size, root2 = lr / (1 - b1 ** t), math.sqrt(1 - b2 ** t)
-        for (name, p), g in zip(self.params.items(), grads):
-            shape = (self.k,) + (1,) * (p.dim() - 1)
-            g = g * scale.view(shape).to(g.dtype)
-            m, v = self.moments[name]
-            p.mul_(1 - lr.view(shape) * self.decay[name])
-            m.lerp_(g, 1 - b1)
-            v.mul_(b2).addcmul_(g, g, value=1 - b2)
-            p.sub_(step_size.view(shape) * m / (v.sqrt() / root2 + self.eps))
 
     def end_epoch(self, epoch: int) -> None:
         for s in self.schedulers:

@@ -143,7 +143,7 @@ class _Group:
         self.amp = {"bf16": torch.bfloat16}.get(rt.amp) if self.d.device.type == "cuda" else None
         criterion = build_criterion(self.recipe, build_mixup(self.recipe, m0.data.num_classes))
         self.fused = FusedRuns([m.model for m in self.members], [m.spec.config["recipe"] for m in self.members],
-                               self.epochs, self.steps_per_epoch, criterion, self.amp)
+                               self.epochs, self.steps_per_epoch, criterion, self.amp, compile=rt.compile)
         progress = _restore(self.fused, self.members)
         self.start_epoch, self.partial = progress["epoch"], progress["partial"]
         self.history, self.spent = progress["history"], progress["spent"]
@@ -241,7 +241,8 @@ class _Group:
                 metrics.update(diverged_step=self.diverged[k], steps=self.diverged[k])
             prov = {"wall_s": spent["wall_s"] + wall / len(self.members), "train_s": spent["train_s"],
                     "images_per_s": spent["images"] / spent["train_s"] if spent["train_s"] else None,
-                    "bf16": self.amp is torch.bfloat16, "amp": "bfloat16" if self.amp else None, "compile": False,
+                    "bf16": self.amp is torch.bfloat16, "amp": "bfloat16" if self.amp else None,
+                    "compile": bool(self.rt.compile),  # a fused group compiles its update (repro/train/fused.py)
                     "deterministic": self.rt.deterministic, "data": m.data.info, "fingerprint": m.spec.fingerprint,
                     "group_wall_s": wall, **machine.trained_how(m.spec.run_id, self.ids)}
             out.append(Result(status, records._jsonable(metrics), prov))
