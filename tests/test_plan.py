@@ -10,7 +10,7 @@ import pytest
 
 from repro import cli
 from repro.plan import store
-from repro.plan.build import compose, plan
+from repro.plan.build import compose, plan, planned
 from repro.runs import RunSpec
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,16 +35,16 @@ def test_every_committed_record_is_a_run_of_todays_plan():
     the committed plan and of the plan built now, with the same fingerprint: moving code orphaned none."""
     assert len(SCALES_WITH_RECORDS) >= 13
     for paper, scale in SCALES_WITH_RECORDS:
-        fresh = plan(compose(paper, scale))
         committed = store.read_plan(paper, scale, RESULTS)
         assert committed is not None, f"results/{paper}/{scale}/plan.json missing: python -m repro.plan"
+        fresh = planned(paper, scale, committed.get("overrides", ()))  # as the campaign composed it
         assert store.dumps(committed) == store.dumps(fresh), f"{paper}/{scale}: plan.json is stale"
-        planned = {r["run_id"]: r for r in fresh["runs"]}
+        by_id = {r["run_id"]: r for r in fresh["runs"]}
         for rec in _records(paper, scale):
             assert _stored_id(rec) == rec["run_id"], rec["run_id"]
-            assert rec["run_id"] in planned, f"{paper}/{scale}: {rec['run_id']} is in no planned run"
+            assert rec["run_id"] in by_id, f"{paper}/{scale}: {rec['run_id']} is in no planned run"
             if not rec["provenance"].get("shared_from"):  # a shared record stores its twin's config
-                assert planned[rec["run_id"]]["fingerprint"] == rec["run_id"].rsplit("-", 1)[1]
+                assert by_id[rec["run_id"]]["fingerprint"] == rec["run_id"].rsplit("-", 1)[1]
 
 
 def test_plan_names_functions_by_registered_name_and_dependencies_by_id():
@@ -93,3 +93,12 @@ def test_reproduce_writes_the_scales_whole_plan_before_its_runs(dirs):
     assert {r["table"] for r in doc["runs"]} == {"table1", "table2"} and len(doc["runs"]) == 3
     (record,) = (dirs["results"] / dirs["pid"] / "tiny" / "records").glob("*.json")
     assert record.stem in {r["run_id"] for r in doc["runs"] if r["table"] == "table1"}
+    # the plan keeps the overrides that shaped its runs, and is built again from them
+    assert doc["overrides"] == ["data=synthetic", "data.max_per_class=16", "data.test_max_per_class=4",
+                                "recipe.batch_size=8"]
+    assert store.dumps(planned(dirs["pid"], "tiny", doc["overrides"])) == store.dumps(doc)
+    assert record.stem not in {r["run_id"] for r in planned(dirs["pid"], "tiny")["runs"]}  # the default's differ
+    from repro.plan.__main__ import main as plan_main
+
+    assert plan_main(["--paper", dirs["pid"], "--scale", "tiny"]) == 0
+    assert store.read_plan(dirs["pid"], "tiny", dirs["results"]) == doc  # python -m repro.plan kept them

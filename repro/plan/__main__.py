@@ -1,5 +1,6 @@
-"""`python -m repro.plan [--paper ID ...] [--scale S ...]`: write results/<id>/<scale>/plan.json for the default
-config (no command-line overrides); without --scale, every scale of the paper that has records or a plan."""
+"""`python -m repro.plan [--paper ID ...] [--scale S ...]`: write results/<id>/<scale>/plan.json again with the
+overrides it was made with (a campaign's ``data=cifar10_jpeg``; none: the default config); without --scale,
+every scale of the paper that has records or a plan."""
 from __future__ import annotations
 
 import argparse
@@ -7,9 +8,9 @@ import sys
 
 from ..errors import ConfigError
 from ..records import results_root
-from .build import compose, plan
+from .build import planned
 from .experiments import known_papers, paper_scales
-from .store import FILE, write_plan
+from .store import FILE, read_plan, write_plan
 
 
 def _scales(paper: str) -> list[str]:
@@ -25,7 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for paper in args.paper or known_papers():
             for scale in args.scale or _scales(paper):
-                doc = plan(compose(paper, scale))
+                old = read_plan(paper, scale)
+                doc = planned(paper, scale, (old or {}).get("overrides", ()))
                 print(f"{write_plan(doc)}: {len(doc['runs'])} runs, {len(doc['cells'])} cells, "
                       f"{len(doc['resolves'])} claims to resolve")
     except ConfigError as e:

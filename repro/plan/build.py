@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..runs import RunSpec, check_unique, deep_merge, pointer_source, resolve, source_spec, with_sources
+from ..runs import RUN_KEYS, RunSpec, check_unique, deep_merge, pointer_source, resolve, source_spec, with_sources
 from .experiments import known_papers, paper_runs, resolves, resolves_by_scale
 from .store import SCHEMA
 
@@ -67,8 +67,39 @@ def _models(specs: list[RunSpec]) -> dict[str, dict]:
     return dict(sorted(out.items()))
 
 
-def plan(c: dict, overrides: dict | None = None) -> dict:
-    """The plan of ``c['paper']`` at ``c['scale']`` (plan.json's content): runs in order, cells, claims."""
+def dotted(cfg, task: list[str] | tuple) -> dict:
+    """The ``key.sub=value`` overrides of run keys (model., data., recipe., ...) in ``task``, as a nested dict
+    of their composed (typed) values in ``cfg`` (a DictConfig)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    out = OmegaConf.create()
+    for o in OverridesParser.create().parse_overrides(list(task)):
+        key = o.key_or_group
+        if o.is_delete() or "." not in key or key.split(".")[0] not in RUN_KEYS:
+            continue
+        OmegaConf.update(out, key, OmegaConf.select(cfg, key), force_add=True)
+    return OmegaConf.to_container(out, resolve=True)
+
+
+def planned(paper: str, scale: str, command: list[str] | tuple = ()) -> dict:
+    """The plan ``python -m repro reproduce paper=<paper> scale=<scale> <command>`` writes."""
+    from omegaconf import OmegaConf
+
+    c = compose(paper, scale, command)
+    return plan(c, dotted(OmegaConf.create(c), command), shaping(command))
+
+
+def shaping(task: list[str] | tuple) -> list[str]:
+    """The command-line overrides that change which runs a plan holds or their configs (``data=cifar10_jpeg``,
+    ``recipe.lr=...``, ``seeds=5``), in the order typed: a plan keeps them so that it can be built again."""
+    keep = (*RUN_KEYS, "seeds")
+    return [o for o in task if o.lstrip("+~").split("=")[0].split(".")[0] in keep]
+
+
+def plan(c: dict, overrides: dict | None = None, command: list[str] | tuple = ()) -> dict:
+    """The plan of ``c['paper']`` at ``c['scale']`` (plan.json's content): runs in order, cells, claims;
+    ``command``: the overrides it was composed with (``shaping``), stored when there are any."""
     specs = resolved_runs(c, overrides)
     first: dict[str, str] = {}
     runs = []
@@ -82,4 +113,4 @@ def plan(c: dict, overrides: dict | None = None) -> dict:
     return {"schema": SCHEMA, "paper": c["paper"], "scale": scale, "seeds": c.get("seeds"),
             "resolves": resolves(c["paper"], c["scale"]), "resolves_by_scale": resolves_by_scale(c["paper"]),
             "cells": [list(x) for x in cells],
-            "models": _models(specs), "runs": runs}
+            "models": _models(specs), "runs": runs, **({"overrides": list(command)} if command else {})}

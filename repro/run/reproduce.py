@@ -9,7 +9,7 @@ from omegaconf import DictConfig, OmegaConf
 from .. import records
 from ..checks import check_command, check_writable
 from ..errors import ConfigError
-from ..plan.build import plan
+from ..plan.build import plan, shaping
 from ..plan.store import write_plan
 from ..train import ddp
 from ..train.execute import DONE, record_status
@@ -20,7 +20,7 @@ from .parallel import parallel
 from .progress import failures_line, prefixed
 from .runtime import nproc, runtime
 from .sequential import run_specs
-from .specs import build_specs, check_records, run_overrides, to_train, validate
+from .specs import build_specs, check_records, command_overrides, run_overrides, to_train, validate
 
 
 class RunsFailed(Exception):
@@ -43,7 +43,7 @@ def reproduce(cfg: DictConfig) -> int:
     seen: dict = {}
     counts = [validate(s, seen) for s in to_train(specs, status, bool(c.get("force")))]  # a rebuild needs no data
     if int(c["num_shards"]) == 1 and not ddp.in_torchrun():  # once, by the command typed (not its shards, ranks)
-        write_plan(plan(c, overrides))  # its input checked, before any run
+        write_plan(plan(c, overrides, shaping(command_overrides())))  # its input checked, before any run
         for line in dict.fromkeys(n for n in counts if n):
             print(line, flush=True)
     if int(c.get("jobs") or 1) > 1 and int(c.get("num_shards") or 1) == 1:

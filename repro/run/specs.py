@@ -5,16 +5,15 @@ from __future__ import annotations
 import sys
 
 from hydra.core.hydra_config import HydraConfig
-from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from .. import records
 from ..checks import check_data, check_paths, check_recipe, class_counts
 from ..data import check_fraction, check_train_data
 from ..errors import ConfigError, one_line
 from ..functions import lookup
-from ..plan.build import resolved_runs
-from ..runs import RUN_KEYS, RunSpec, shard, source_spec, with_sources
+from ..plan.build import dotted, resolved_runs
+from ..runs import RunSpec, shard, source_spec, with_sources
 from ..train.execute import DONE
 from ..train.hooks import probe_list
 from ..train.model import check_model
@@ -23,18 +22,15 @@ from ..train.model import check_model
 def run_overrides(cfg: DictConfig, task: list[str] | None = None) -> dict:
     """Command-line ``key=value`` overrides of run keys (model., data., recipe., ...), as a nested dict;
     ``task``: the overrides, when ``cfg`` was composed outside the Hydra app (repro/run/deadline.py)."""
-    if task is None:
-        try:
-            task = list(HydraConfig.get().overrides.task)
-        except ValueError:  # not inside a Hydra app (tests calling build_specs directly)
-            return {}
-    out = OmegaConf.create()
-    for o in OverridesParser.create().parse_overrides(task):
-        key = o.key_or_group
-        if o.is_delete() or "." not in key or key.split(".")[0] not in RUN_KEYS:
-            continue
-        OmegaConf.update(out, key, OmegaConf.select(cfg, key), force_add=True)  # the composed (typed) value
-    return OmegaConf.to_container(out, resolve=True)
+    return dotted(cfg, command_overrides() if task is None else task)
+
+
+def command_overrides() -> list[str]:
+    """The overrides typed on the command line ([] outside the Hydra app: tests calling build_specs)."""
+    try:
+        return list(HydraConfig.get().overrides.task)
+    except ValueError:
+        return []
 
 
 def build_specs(c: dict, overrides: dict | None = None) -> list[RunSpec]:
