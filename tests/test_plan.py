@@ -102,3 +102,10 @@ def test_reproduce_writes_the_scales_whole_plan_before_its_runs(dirs):
 
     assert plan_main(["--paper", dirs["pid"], "--scale", "tiny"]) == 0
     assert store.read_plan(dirs["pid"], "tiny", dirs["results"]) == doc  # python -m repro.plan kept them
+    # a record that is no run of its scale's plan (another data copy, say) is left out of the report, named
+    from repro.report.assess import planned_only
+
+    rec = json.loads(record.read_text())
+    assert planned_only([rec], {"tiny": doc}) == ([rec], [])
+    kept, out = planned_only([rec], {"tiny": planned(dirs["pid"], "tiny")})  # the default config's plan
+    assert kept == [] and record.stem in str(out[0]) and "not a run of" in str(out[0])

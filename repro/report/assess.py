@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from repro.plan.store import read_plan
+from repro.records import RecordError
 from repro.report.claims import Verdict, judge_all, judge_preconditions
 from repro.report.cells import Comparison, compare
 from repro.report.provenance import setting
@@ -28,6 +29,21 @@ def read_plans(paper_id: str, records: list[dict], results_dir: Path) -> dict[st
     """scale -> plan.json, for each scale that has records and a plan."""
     scales = sorted({str(r.get("scale")) for r in records})
     return {s: plan for s in scales if (plan := read_plan(paper_id, s, results_dir)) is not None}
+
+
+def planned_only(records: list[dict], plans: dict[str, dict]) -> tuple[list[dict], list[RecordError]]:
+    """The records that are runs of their scale's plan, and one problem per record that is not (made with
+    other overrides than the plan's, e.g. the other CIFAR-10 copy): left out, so that no cell pools two settings."""
+    ids = {s: {r["run_id"] for r in plan["runs"]} for s, plan in plans.items()}
+    keep, out = [], []
+    for rec in records:
+        scale = str(rec.get("scale"))
+        if scale in ids and rec.get("run_id") not in ids[scale]:
+            out.append(RecordError(f"{rec.get('run_id')} ({scale}): not a run of results/<paper>/{scale}/plan.json "
+                                   f"(overrides {plans[scale].get('overrides') or 'none'}); left out"))
+        else:
+            keep.append(rec)
+    return keep, out
 
 
 def defined_cells(plans: dict[str, dict]) -> dict[str, set]:
@@ -55,6 +71,7 @@ def assess(paper: Paper, records: list[dict], bad: list | None = None,
     """Compare a paper's records with its printed numbers and judge every claim and precondition."""
     plans = plans or {}
     arch = models(plans)
-    cmp = compare(paper, records, bad, defined_cells(plans), resolves(plans), arch)
+    records, unplanned = planned_only(records, plans)
+    cmp = compare(paper, records, [*(bad or []), *unplanned], defined_cells(plans), resolves(plans), arch)
     settings = {s: setting([r for r in records if str(r.get("scale")) == s], arch) for s in cmp.scales}
     return Assessment(cmp, judge_all(cmp), judge_preconditions(cmp), settings)
