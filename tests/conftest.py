@@ -15,10 +15,11 @@ from PIL import Image
 REPO = Path(__file__).resolve().parents[1]
 
 def pytest_collection_modifyitems(config, items):
-    """The real-scheduler tests first (the longest file: minutes of SLURM jobs): under pytest-xdist (`make
-    test` runs two workers) they then run beside the rest instead of after it. A stable sort: the same order
-    in every worker, as xdist requires."""
-    items.sort(key=lambda item: item.path.name != "test_slurm.py")
+    """The longest files first (the real-scheduler tests, every paper's smoke and dry runs): under
+    pytest-xdist (`make test` runs two workers, a file to one worker) they then run beside the rest instead
+    of after it. A stable sort: the same order in every worker, as xdist requires."""
+    first = ("test_slurm.py", "test_every_paper.py")
+    items.sort(key=lambda item: first.index(item.path.name) if item.path.name in first else len(first))
 
 
 # Tiny models gain nothing from a second thread, and on a shared 2-core machine two OpenMP threads
