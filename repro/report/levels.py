@@ -48,6 +48,17 @@ def _level(cmp: Comparison, ref, scale: str) -> float | None:
     return cell.mean if cell is not None and cell.status == MEASURED else None
 
 
+def _near(v, target: float):
+    """Where ``v`` equals ``target`` up to float rounding: a cell read off a curve is the same number."""
+    return np.abs(v - target) <= 1e-6 * max(1.0, abs(target))
+
+
+def _curve(arrays: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The seed mean of a series' arrays, and its curve (a 2-D array's mean over heads)."""
+    mean = np.stack(arrays).mean(axis=0)
+    return mean, mean.mean(axis=1) if mean.ndim == 2 else mean
+
+
 def _read_off(cmp: Comparison, fig: Figure, scale: str, ref) -> tuple[int, int, int] | None:
     """Where a cell is read off one of the figure's curves: (series index, first x, last x). A point of the
     curve or of one of its thin lines (the last GPSA layer's gate, from another table's probe of the same runs)
@@ -56,18 +67,14 @@ def _read_off(cmp: Comparison, fig: Figure, scale: str, ref) -> tuple[int, int, 
     cell = cmp.cell(ref, scale) if ref.const is None else None
     if cell is None or cell.mean is None:
         return None
-
-    def close(v):
-        return np.abs(v - cell.mean) <= 1e-6 * max(1.0, abs(cell.mean))
-
+    close = lambda v: _near(v, cell.mean)  # noqa: E731
     for i, s in enumerate(fig.series):
         if not s.metric or (ref.table == fig.table and s.row not in ("", ref.row)):
             continue
         arrays = series_arrays(cmp, fig, s, scale)
         if not arrays:
             continue
-        mean = np.stack(arrays).mean(axis=0)
-        curve = mean.mean(axis=1) if mean.ndim == 2 else mean
+        mean, curve = _curve(arrays)
         hits = np.flatnonzero(close(curve))
         if not hits.size and mean.ndim == 2:
             hits = np.argwhere(close(mean))[:, 0]
@@ -106,9 +113,7 @@ def draw_levels(ax, cmp: Comparison, fig: Figure, scale: str) -> None:
         cell, arrays = cmp.cell(ref, scale), series_arrays(cmp, fig, s, scale)
         if cell is None or cell.mean is None or not arrays:
             return False
-        curve = np.stack(arrays).mean(axis=0)
-        curve = curve.mean(axis=1) if curve.ndim == 2 else curve
-        return bool(np.any(np.abs(curve - cell.mean) <= 1e-6 * max(1.0, abs(cell.mean))))
+        return bool(np.any(_near(_curve(arrays)[1], cell.mean)))
 
     def drawn(ref) -> bool:  # the series is the cell, or a curve of that cell's runs of which it is a point
         return ref.const is None and ref.table == fig.table and any(

@@ -127,49 +127,51 @@ def packed_speedup() -> float | None:
     return json.loads(path.read_text()).get("packed_speedup") if path.exists() else None
 
 
-def run_seconds(todo: list[RunSpec]) -> dict[str, float]:
-    """Each run's predicted seconds alone on this device, from the measured throughput table."""
-    table, seconds = throughput_table(todo), {}
+def run_seconds(todo: list[RunSpec], rate, count=work) -> dict[str, float]:
+    """Each run's predicted seconds alone: its images left (``count``) at ``rate(spec)`` training images/s,
+    evaluations at EVAL_SPEEDUP times that."""
+    seconds = {}
     for s in todo:
-        images, per_eval, evals = work(s)
-        rate = table[_arch_key(s)]
-        seconds[s.run_id] = images / rate + per_eval * evals / (EVAL_SPEEDUP * rate)
+        images, per_eval, evals = count(s)
+        r = rate(s)
+        seconds[s.run_id] = images / r + per_eval * evals / (EVAL_SPEEDUP * r)
     return seconds
 
 
-def predict(c: dict, specs: list[RunSpec]) -> dict:
-    """The campaign's predicted seconds on this device, with its shape (runs, groups) and the table it used."""
-    from ..train.group import groups  # the fused groups the command will form
-
-    todo = [s for s in specs if s.kind == "train" and record_status(s) not in DONE]
-    seconds = run_seconds(todo)
-    fused = groups(todo) if c["runtime"].get("fused") else []
-    speedup = packed_speedup() or 1.0
-    in_groups = {s.run_id for g in fused for s in g}
-    total = sum(v for k, v in seconds.items() if k not in in_groups)
-    total += sum(sum(seconds[s.run_id] for s in g) / speedup for g in fused)
-    return {"seconds": total, "runs": len(todo), "groups": [len(g) for g in fused], "alone": len(todo) - len(in_groups),
-            "speedup": speedup, "device": device_label(), "per_run": seconds}
-
-
-def held_back(c: dict, specs: list[RunSpec], budget: float) -> set[str]:
-    """The runs not to start when a stopped run cannot resume elsewhere (a lent machine whose checkpoints do
-    not outlive it). In the command's order each unit to train (a run alone, or a fused group) goes to the
-    first of the ``jobs`` workers to be free and is held back unless it ends within ``budget`` seconds; a run
-    that starts from or reads a held-back run is held back with it. Run ids."""
+def units(c: dict, todo: list[RunSpec], seconds: dict[str, float], speedup: float) -> list[tuple[list, float]]:
+    """What trains as one, in the command's order: each fused group the command will form (its runs' seconds
+    over the measured ``speedup``) or a run alone; with the predicted seconds of each."""
     from ..train.group import groups
 
-    p = predict(c, specs)
-    todo = [s for s in specs if s.run_id in p["per_run"]]
-    fused = groups(todo) if c["runtime"].get("fused") else []
-    grouped = {s.run_id: g for g in fused for s in g}
-    free, held, seen = [0.0] * max(1, int(c.get("jobs") or 1)), set(), set()
+    grouped = {s.run_id: g for g in (groups(todo) if c["runtime"].get("fused") else []) for s in g}
+    out, seen = [], set()
     for s in todo:
         unit = grouped.get(s.run_id, [s])
-        if unit[0].run_id in seen:
-            continue
-        seen.add(unit[0].run_id)
-        secs = sum(p["per_run"][u.run_id] for u in unit) / (p["speedup"] if len(unit) > 1 else 1.0)
+        if unit[0].run_id not in seen:
+            seen.add(unit[0].run_id)
+            out.append((unit, sum(seconds[u.run_id] for u in unit) / (speedup if s.run_id in grouped else 1.0)))
+    return out
+
+
+def predict(c: dict, specs: list[RunSpec]) -> dict:
+    """The campaign's predicted seconds on this device, with its shape (runs, groups) and the units it trains
+    as (``units``), from the measured throughput table."""
+    todo = [s for s in specs if s.kind == "train" and record_status(s) not in DONE]
+    table = throughput_table(todo)
+    speedup = packed_speedup() or 1.0
+    parts = units(c, todo, run_seconds(todo, lambda s: table[_arch_key(s)]), speedup)
+    fused = [len(u) for u, _ in parts if len(u) > 1]
+    return {"seconds": sum(t for _, t in parts), "runs": len(todo), "groups": fused,
+            "alone": len(todo) - sum(fused), "speedup": speedup, "device": device_label(), "units": parts}
+
+
+def held_back(c: dict, specs: list[RunSpec], budget: float, p: dict | None = None) -> set[str]:
+    """The runs not to start when a stopped run cannot resume elsewhere (a lent machine whose checkpoints do
+    not outlive it). In the command's order each unit (a run alone, or a fused group) goes to the first of the
+    ``jobs`` workers to be free and is held back unless it ends within ``budget`` seconds; a run that starts
+    from or reads a held-back run is held back with it (``p``: the campaign's ``predict``, if made). Run ids."""
+    free, held = [0.0] * max(1, int(c.get("jobs") or 1)), set()
+    for unit, secs in (p or predict(c, specs))["units"]:
         i = min(range(len(free)), key=free.__getitem__)
         if free[i] + secs <= budget:
             free[i] += secs
@@ -209,12 +211,13 @@ def run(deadline: str, args: list[str], margin: float = 60.0, hold_back: bool = 
     """Predict, run ``reproduce <args>`` until ``margin`` seconds before the deadline, summarise; the exit code."""
     left = seconds_left(deadline)
     c, specs = campaign(args)
-    print(plan_line(predict(c, specs), left), flush=True)
+    p = predict(c, specs)
+    print(plan_line(p, left), flush=True)
     if left <= margin:
         print(f"deadline: {_minutes(left)} left, within the {margin:.0f} s margin: nothing started", flush=True)
         return 0
     if hold_back:
-        held = held_back(c, specs, left - margin)
+        held = held_back(c, specs, left - margin, p)
         kept = [s.run_id for s in specs if s.run_id not in held]
         print(f"deadline: {len(held)} run(s) held back, not predicted to finish in time (--hold-back: a stopped "
               f"run could not resume elsewhere); {len(kept)} of {len(specs)} go ahead", flush=True)

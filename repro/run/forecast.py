@@ -35,7 +35,7 @@ from ..runs import RunSpec
 from ..train.execute import DONE, record_status
 from ..train.model import create_model
 from .sequential import BAD_INPUT
-from .deadline import EVAL_SPEEDUP, _arch_key, campaign, work
+from .deadline import _arch_key, campaign, run_seconds, units, work
 
 # images per class (train, test) of the datasets whose size is known without opening them
 SIZES = {"cifar10": (5000, 1000), "cifar10_jpeg": (5000, 1000), "cifar100": (500, 100), "synthetic": (50, 10)}
@@ -106,26 +106,19 @@ def cost(config: dict) -> tuple[float, int]:
 
 def forecast(args: list[str], ref: Reference) -> dict:
     """The training runs of ``reproduce <args>`` not yet recorded, their groups and predicted seconds."""
-    from ..train.group import groups
-
     c, specs = campaign(args)
     todo = [s for s in specs if s.kind == "train" and record_status(s) not in DONE]
     rates: dict[str, float] = {}
-    seconds = {}
-    for s in todo:
+
+    def rate(s: RunSpec) -> float:  # one count of FLOPs and tensors per distinct model and batch
         key = _arch_key(s)
         if key not in rates:
             rates[key] = ref.rate(*cost(s.config), int(s.config["recipe"]["batch_size"]),
                                   gpsa="convit" in str(s.config["model"]["name"]))
-        images, per_eval, evals = work(sized(s))
-        seconds[s.run_id] = images / rates[key] + per_eval * evals / (EVAL_SPEEDUP * rates[key])
-    fused = groups(todo) if c["runtime"].get("fused") else []
-    speedup = ref.packed_speedup or 1.0
-    in_groups = {s.run_id for g in fused for s in g}
-    total = sum(v for k, v in seconds.items() if k not in in_groups)
-    total += sum(sum(seconds[s.run_id] for s in g) / speedup for g in fused)
-    return {"runs": len(todo), "groups": len(fused), "models": len(rates), "seconds": total,
-            "rates": sorted(rates.values())}
+        return rates[key]
+    parts = units(c, todo, run_seconds(todo, rate, lambda s: work(sized(s))), ref.packed_speedup or 1.0)
+    return {"runs": len(todo), "groups": sum(len(u) > 1 for u, _ in parts), "models": len(rates),
+            "seconds": sum(t for _, t in parts), "rates": sorted(rates.values())}
 
 
 def main(argv: list[str] | None = None) -> int:
