@@ -1,23 +1,25 @@
 """The fast path beside today's engine step, and K small runs fused beside one at a time, in one process.
 
     python -m benchmarks.fastpath                  # a GPU: DeiT-Ti/32px at the small scale's batch 512, bf16
-    python -m benchmarks.fastpath --compile        # torch.compile the fast path's model (and the fused runs' update)
+    python -m benchmarks.fastpath --variants eager,reduce-overhead+fused   # which ways to run the step
     python -m benchmarks.fastpath --processes      # also the K runs as K concurrent processes
 
 On synthetic uint8 pixels of CIFAR's shape (pixel values change the cost of no op timed here), one device:
   engine_img_s_before  the engine's step as it runs today (benchmarks/data_path.py: tensor pipeline with
                        RandAugment per group of 16, timm Mixup/CutMix, the model step), the `small` recipe;
   step_img_s           the fast path (repro/data/fastpath.py: RandAugment per image, erasing and
-                       Mixup/CutMix as tensor ops) and the same model step, the loss summed on the device;
+                       Mixup/CutMix as tensor ops) and the same model step, the loss summed on the device,
+                       in the fastest of its variants (``variants``: eager or a torch.compile mode, "+fused"
+                       for the fused AdamW kernel; each with its first steps' seconds, compile included);
                        its stages timed with CUDA events on a GPU, perf_counter on a CPU;
-  data_share           the share of the fast path's step outside the model: 1 - (model step alone on a
-                       fixed batch) / (whole step);
+  data_share           the share of that variant's step outside the model: 1 - (its model step alone on a
+                       fixed batch) / (its whole step);
   mfu                  counted FLOPs x 3 x step_img_s / the device's dense bf16 peak (benchmarks/device.py);
                        null on a CPU, for which no peak is stated;
   packed_speedup       K cpu-size runs (the cpu scale's recipe and batch) fused into one batched model
                        (repro/train/fused.py), aggregate images/s, against the same runs one at a time.
-Each loop is timed over all its steps with one device sync at its end; the loops compared alternate in
-rounds (2 on a CPU), each keeping its best. Writes results/bench/<device>-fastpath.json.
+Each loop is timed over all its steps with one device sync at its end; the engine's first, then each
+variant's step and model step alternating in rounds (2 on a CPU), each keeping its best. Writes results/bench/<device>-fastpath.json.
 """
 from __future__ import annotations
 
@@ -39,10 +41,13 @@ from benchmarks.device import device_name, peak_flops, save
 from repro.data.fastpath import FastPath
 from repro.probes.cost import count_macs
 from repro.records import git_state
+from repro.checks import COMPILE_MODES
+from repro.train.compiled import compile_module, step_begin
 from repro.train.fused import FusedRuns
 from repro.train.recipe import build_criterion, build_optimizer
 
 PACK_MODEL = {"depth": 6, "embed_dim": 96, "num_heads": 6}  # ConViT's cpu-scale DeiT (width 96, 32 px, patch 4)
+GPU_VARIANTS = ("eager", "default", "default+fused", "reduce-overhead+fused")
 
 
 class Stages:
@@ -91,21 +96,33 @@ def _amp(device: torch.device):
     return torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
 
 
+def parse_variant(name: str) -> tuple[str | None, bool]:
+    """'reduce-overhead+fused' -> (torch.compile mode or None for eager, fused AdamW)."""
+    mode, plus, extra = name.partition("+")
+    if (mode != "eager" and mode not in COMPILE_MODES) or (plus and extra != "fused"):
+        raise SystemExit(f"--variants: {name!r}: write eager or a torch.compile mode ({', '.join(COMPILE_MODES)}), "
+                         f"optionally with +fused")
+    return (None if mode == "eager" else mode), bool(plus)
+
+
 def run_steps(model_name: str, kwargs: dict, recipe: dict, data_cfg: dict, images, labels, seed: int,
-              device: torch.device, compile_: bool = False, stages: Stages | None = None):
-    """(step, model_step, a fixed batch) of one run on the fast path: ``step`` draws a batch and trains on it."""
+              device: torch.device, mode: str | None = None, stages: Stages | None = None, fused_opt: bool = False):
+    """(step, model_step, a fixed batch) of one run on the fast path: ``step`` draws a batch and trains on it;
+    ``mode`` None runs the model eagerly, else under torch.compile in that mode."""
     batch = int(recipe["batch_size"])
     loader = FastPath(images, labels, batch, recipe, data_cfg, 10, seed, device=device)
     batches = (b for epoch in itertools.count() for b in loader.epoch(epoch))
     torch.manual_seed(seed)
     model = timm.create_model(model_name, num_classes=10, drop_path_rate=float(recipe.get("drop_path") or 0),
                               **kwargs).to(device).train()
-    forward = torch.compile(model) if compile_ else model
-    optimizer, criterion = build_optimizer(model, recipe), build_criterion(recipe, True if loader.mixes else None)
+    forward = compile_module(model, mode) if mode else model
+    optimizer = build_optimizer(model, recipe, fused=fused_opt)
+    criterion = build_criterion(recipe, True if loader.mixes else None)
     loss_sum = torch.zeros((), device=device)
     stage = stages or (lambda name: contextlib.nullcontext())
 
     def model_step(x, targets):
+        step_begin(mode, device)  # the loss is read (summed) before the next replay rewrites the logits
         with _amp(device):
             loss = criterion(forward(x), targets)
         optimizer.zero_grad(set_to_none=True)
@@ -139,7 +156,7 @@ def packed(k: int, cfg: dict, steps: int, device: torch.device, rounds: int = 1,
     def fused_step():
         xs, ts = zip(*(next(s) for s in streams))
         fused.step(torch.stack(xs), torch.stack(ts))
-    one, _, _ = run_steps(name, PACK_MODEL, recipe, data_cfg, images, labels, 0, device, compile_)
+    one, _, _ = run_steps(name, PACK_MODEL, recipe, data_cfg, images, labels, 0, device, "default" if compile_ else None)
     t = alternated(rounds, steps, device, fused=fused_step, alone=one)
     t_fused, t_alone = t["fused"], t["alone"]
     return {"packed_runs": k, "packed_model": f"{name} {PACK_MODEL}", "packed_batch": batch,
@@ -163,6 +180,41 @@ def processes(k: int, cfg: dict, steps: int, device: torch.device) -> float:
         return sum(pool.map(_alone_in_process, [(cfg, steps, str(device), 1)] * k))
 
 
+def variant(name: str, model: str, cfg: dict, steps: int, rounds: int, device: torch.device) -> dict:
+    """One way of running the fast path's step: its images/s, its model step alone on a fixed batch, the share
+    of its step outside the model, its stages, and its first steps' seconds (compile and graph capture)."""
+    mode, fused_opt = parse_variant(name)
+    recipe, data_cfg, batch = cfg["recipe"], cfg["data"], int(cfg["recipe"]["batch_size"])
+    images, labels = synthetic(batch * (steps + 2), device)
+    stages = Stages(device)
+    step, model_step, fixed = run_steps(model, {}, recipe, data_cfg, images, labels, 0, device, mode, stages, fused_opt)
+    t0 = time.perf_counter()
+    for _ in range(3):  # CUDA graph trees warm up, then record, then replay
+        step()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    first_s = time.perf_counter() - t0
+    stages.marks.clear()
+    t = alternated(rounds, steps, device, fast=step, model=lambda: model_step(*fixed))
+    return {"step_img_s": batch / t["fast"], "model_img_s": batch / t["model"], "first_steps_s": first_s,
+            "data_share": max(0.0, 1 - t["model"] / t["fast"]), "stage_s": stages.seconds()}
+
+
+def variants(names: list[str], model: str, cfg: dict, steps: int, rounds: int, device: torch.device) -> dict:
+    """Every variant's numbers; one that fails (a compile error, say) records its error and the rest go on."""
+    out = {}
+    for name in names:
+        try:
+            out[name] = variant(name, model, cfg, steps, rounds, device)
+        except Exception as e:  # noqa: BLE001 (a benchmark reports what broke and measures the rest)
+            out[name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"}
+        print(f"  {name}: " + (f"{out[name]['step_img_s']:.0f} img/s, first steps {out[name]['first_steps_s']:.1f} s"
+                               if "error" not in out[name] else out[name]["error"]), flush=True)
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return out
+
+
 def _percent(x: float | None) -> str:
     return "n/a (no peak stated for this device)" if x is None else f"{100 * x:.1f} %"
 
@@ -176,10 +228,42 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--pack-batch", type=int, help="their batch size (default: the cpu scale's 64)")
     ap.add_argument("--rounds", type=int, help="alternating rounds, each loop's best kept (default 1 GPU, 2 CPU)")
     ap.add_argument("--processes", action="store_true", help="also time the K runs as K concurrent processes")
-    ap.add_argument("--compile", action="store_true", help="torch.compile the fast path's model and the fused runs' update")
+    ap.add_argument("--variants", help="comma-separated ways to run the fast path's step: eager or a torch.compile "
+                    "mode (default, reduce-overhead, ...), each optionally +fused (fused AdamW); default on a GPU "
+                    f"{','.join(GPU_VARIANTS)}, on a CPU eager")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the fused runs' update")
     ap.add_argument("--threads", type=int, help="torch CPU threads (default 1 on a CPU: the cpu scale's per run)")
     ap.add_argument("--out", type=Path, default=Path("results/bench"))
     return ap
+
+
+def fast_path(args, cfg: dict, names: list[str], steps: int, rounds: int, device: torch.device) -> dict:
+    """Today's engine step, then the fast path in each variant; the numbers of the fastest, and a table."""
+    recipe, data_cfg, batch = cfg["recipe"], cfg["data"], int(cfg["recipe"]["batch_size"])
+    # today's engine step (its own tensor pipeline over a synthetic dataset of the same shape)
+    data = _data(data_cfg, recipe, device, images=batch * (steps + 2))
+    next_batch, engine_step = _step_fns(argparse.Namespace(model=args.model, compile=False), recipe, data, device)
+    t_engine = alternated(rounds, steps, device, engine=lambda: engine_step(*next_batch()))["engine"]
+    del data, next_batch, engine_step
+    measured = variants(names, args.model, cfg, steps, rounds, device)
+    ok = {n: v for n, v in measured.items() if "error" not in v}
+    if not ok:
+        raise SystemExit(f"every variant failed: {measured}")
+    best = max(ok, key=lambda n: ok[n]["step_img_s"])
+    step_img_s, per_stage, t_model = ok[best]["step_img_s"], ok[best]["stage_s"], batch / ok[best]["model_img_s"]
+    macs = count_macs(timm.create_model(args.model, num_classes=10), 32)
+    peak = peak_flops(device_name())
+    print(tabulate([["engine step (today)", f"{1e3 * t_engine:.1f}", f"{batch / t_engine:.0f}"],
+                    [f"fast path step ({best})", f"{1e3 * batch / step_img_s:.1f}", f"{step_img_s:.0f}"],
+                    ["  its data stage", f"{1e3 * per_stage['data']:.1f}", ""],
+                    ["  its model stage", f"{1e3 * per_stage['model']:.1f}", ""],
+                    ["model step alone", f"{1e3 * t_model:.1f}", f"{batch / t_model:.0f}"]],
+                   headers=["loop", "ms / step", "images / s"]))
+    return dict(model=args.model, batch=batch, step_img_s=step_img_s, engine_img_s_before=batch / t_engine,
+                speedup_vs_engine=step_img_s * t_engine / batch, data_share=ok[best]["data_share"], variant=best,
+                variants=measured, stage_s=per_stage, model_img_s=batch / t_model, gflops_per_image=2 * macs / 1e9,
+                mfu=2 * macs * 3 * step_img_s / peak if peak else None, peak_bf16_flops=peak,
+                mfu_note=None if peak else "no dense bf16 peak is stated for this device (benchmarks/device.py)")
 
 
 def main(argv=None) -> None:
@@ -190,42 +274,23 @@ def main(argv=None) -> None:
         torch.set_num_threads(args.threads or 1)
     steps, k = args.steps or (50 if cuda else 5), args.pack or (8 if cuda else 4)
     rounds = args.rounds or (1 if cuda else 2)
+    names = (args.variants or ",".join(GPU_VARIANTS if cuda else ("eager",))).split(",")
+    for name in names:
+        parse_variant(name)  # a typo stops here, before anything is timed
     cfg = run_config("small", synthetic=True, batch=args.batch or (None if cuda else 64))
-    recipe, data_cfg, batch = cfg["recipe"], cfg["data"], int(cfg["recipe"]["batch_size"])
-    # today's engine step (its own tensor pipeline over a synthetic dataset of the same shape)
-    data = _data(data_cfg, recipe, device, images=batch * (steps + 2))
-    next_batch, engine_step = _step_fns(argparse.Namespace(model=args.model, compile=False), recipe, data, device)
-    # the fast path, stage by stage, and its model step alone on a fixed batch
-    stages = Stages(device)
-    images, labels = synthetic(batch * (steps + 2), device)
-    step, model_step, fixed = run_steps(args.model, {}, recipe, data_cfg, images, labels, 0, device, args.compile, stages)
-    t = alternated(rounds, steps, device, engine=lambda: engine_step(*next_batch()), fast=step,
-                   model=lambda: model_step(*fixed))
-    t_engine, t_fast, t_model = t["engine"], t["fast"], t["model"]
-    per_stage = stages.seconds()
-    macs = count_macs(timm.create_model(args.model, num_classes=10), 32)
-    peak = peak_flops(device_name())
-    step_img_s = batch / t_fast
+    out = dict(commit=git_state()["git_sha"][:7], steps=steps, rounds=rounds, compile=args.compile, amp_bf16=cuda,
+               threads=torch.get_num_threads(), **fast_path(args, cfg, names, steps, rounds, device),
+               complete=False)  # saved now, so that a bench stopped at its time limit still leaves these
+    print(f"\nfast path ({out['variant']}) / engine: {out['speedup_vs_engine']:.2f}x; outside the model: "
+          f"{100 * out['data_share']:.1f} %; MFU: {_percent(out['mfu'])}; wrote {save(args.out, '-fastpath', out)}")
     cpu_cfg = run_config("cpu", synthetic=True, batch=args.pack_batch)
     pack = packed(k, cpu_cfg, steps, device, rounds, args.compile)
+    out.update(pack)
+    save(args.out, "-fastpath", out)
     if args.processes:
         pack["packed_processes_img_s"] = processes(k, cpu_cfg, steps, device)
         pack["packed_processes_speedup"] = pack["packed_processes_img_s"] / pack["packed_alone_img_s"]
-    out = dict(commit=git_state()["git_sha"][:7], model=args.model, batch=batch, steps=steps, rounds=rounds, compile=args.compile, amp_bf16=cuda,
-               threads=torch.get_num_threads(), load_avg_1min=os.getloadavg()[0], step_img_s=step_img_s, engine_img_s_before=batch / t_engine,
-               speedup_vs_engine=t_engine / t_fast, data_share=max(0.0, 1 - t_model / t_fast),
-               stage_s=per_stage, model_img_s=batch / t_model, gflops_per_image=2 * macs / 1e9,
-               mfu=2 * macs * 3 * step_img_s / peak if peak else None, peak_bf16_flops=peak,
-               mfu_note=None if peak else "no dense bf16 peak is stated for this device (benchmarks/device.py)",
-               **pack)
-    print(tabulate([["engine step (today)", f"{1e3 * t_engine:.1f}", f"{batch / t_engine:.0f}"],
-                    ["fast path step", f"{1e3 * t_fast:.1f}", f"{step_img_s:.0f}"],
-                    ["  its data stage", f"{1e3 * per_stage['data']:.1f}", ""],
-                    ["  its model stage", f"{1e3 * per_stage['model']:.1f}", ""],
-                    ["model step alone", f"{1e3 * t_model:.1f}", f"{batch / t_model:.0f}"]],
-                   headers=["loop", "ms / step", "images / s"]))
-    print(f"\nfast path / engine: {out['speedup_vs_engine']:.2f}x; outside the model: {100 * out['data_share']:.1f} %; "
-          f"MFU: {_percent(out['mfu'])}")
+    out.update(pack, complete=True, load_avg_1min=os.getloadavg()[0])
     print(f"{k} cpu-size runs fused: {pack['packed_fused_img_s']:.0f} img/s together, "
           f"{pack['packed_alone_img_s']:.0f} img/s one at a time: {pack['packed_speedup']:.2f}x"
           + (f"; as {k} processes: {pack['packed_processes_img_s']:.0f} img/s ({pack['packed_processes_speedup']:.2f}x)"

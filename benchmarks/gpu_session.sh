@@ -5,9 +5,9 @@
 # copy may replace; evidence leaves the machine only through $OUT, so `wait` packs whatever is recorded.
 #
 #   bash benchmarks/gpu_session.sh prepare              # here, once: wheels into .whl/, the archive into data/
-#   bash benchmarks/gpu_session.sh bench                # device: fast-path bench JSON into $OUT (<= 7 min)
-#   bash benchmarks/gpu_session.sh start 24m ARGS...    # device: a campaign under a deadline, detached (setsid)
-#   bash benchmarks/gpu_session.sh wait 540             # device: follow it up to 540 s, then pack into $OUT
+#   bash benchmarks/gpu_session.sh bench                # device: fast-path bench JSON into $OUT (<= 4.5 min)
+#   bash benchmarks/gpu_session.sh start 7m ARGS...     # device: a campaign under a deadline, detached (setsid)
+#   bash benchmarks/gpu_session.sh wait 270             # device: follow it up to 270 s, then pack into $OUT
 #   bash benchmarks/gpu_session.sh pack                 # device: records, plans, bench JSON, logs -> one tar
 #
 # Carry `.whl` and `data` (ignored paths). ARGS are reproduce's key=value (paper=convit tables=[table2]);
@@ -57,8 +57,9 @@ verb=${1:?verb: prepare, bench, start, wait or pack}; shift
 setup
 [ -f "$GS_DIR/started" ] || touch "$GS_DIR/started"
 case "$verb" in
-    bench)  # capped (BENCH_LIMIT_S, default 420 s) so that the campaign keeps the lease's rest
-        timeout "${BENCH_LIMIT_S:-420}" "$PY" -m benchmarks.fastpath ${BENCH_ARGS:---processes --compile} \
+    bench)  # capped (BENCH_LIMIT_S, default 270 s) so that a 15-minute lease keeps 7 minutes for a campaign; the
+            # bench saves its JSON after each part, so a capped one still brings back what it measured
+        timeout "${BENCH_LIMIT_S:-270}" "$PY" -m benchmarks.fastpath ${BENCH_ARGS:---processes --compile} \
             --out "$REPRO_RESULTS_DIR/bench" 2>&1 | tee "$GS_DIR/bench.log" || echo "bench: failed or stopped at its limit"
         cp "$REPRO_RESULTS_DIR"/bench/*-fastpath.json "$OUT/" 2>/dev/null || true ;;
     start)

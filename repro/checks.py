@@ -21,6 +21,7 @@ from .runs import ConfigError
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
 AMP = ("bf16", "fp16", "none")
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # torch.compile's
 PIPELINES = ("tensor", "loader", "fastpath", "auto")
 DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
 
@@ -89,6 +90,7 @@ def check_command(c: dict) -> None:
     _count("runtime.check_every", r.get("check_every"), also=("auto",))
     _count("runtime.probe_batch", r.get("probe_batch"))
     _choice("runtime.amp", r.get("amp"), AMP)
+    _choice("runtime.compile_mode", r.get("compile_mode", "default"), COMPILE_MODES)
     device = r.get("device")
     if not isinstance(device, str) or not DEVICE.fullmatch(device):
         raise ConfigError(f"runtime.device={device!r}: use auto, cpu, cuda or cuda:N")

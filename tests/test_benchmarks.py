@@ -26,9 +26,12 @@ def test_data_path_benchmark_writes_step_fractions(tmp_path, monkeypatch):
     assert out["step_s"] > 0 and out["mfu"] is None and out["git_sha"]
 
 
+FASTPATH_ARGS = ["--steps", "1", "--batch", "4", "--pack", "2", "--pack-batch", "4"]
+
+
 @pytest.mark.slow
 def test_fastpath_benchmark_writes_its_keys(tmp_path):
-    fastpath.main(["--steps", "1", "--batch", "4", "--pack", "2", "--pack-batch", "4", "--out", str(tmp_path)])
+    fastpath.main([*FASTPATH_ARGS, "--variants", "eager,eager+fused", "--out", str(tmp_path)])
     (path,) = tmp_path.glob("*-fastpath.json")
     out = json.loads(path.read_text())
     for key in ("device", "model", "batch", "step_img_s", "engine_img_s_before", "data_share", "mfu",
@@ -37,7 +40,38 @@ def test_fastpath_benchmark_writes_its_keys(tmp_path):
     assert out["batch"] == 4 and out["packed_runs"] == 2 and out["threads"] == 1 and out["device"].endswith("-1t")
     assert out["step_img_s"] > 0 and out["engine_img_s_before"] > 0 and 0 <= out["data_share"] <= 1
     assert out["mfu"] is None and out["mfu_note"] and out["packed_speedup"] > 0
-    assert set(out["stage_s"]) == {"data", "model"}
+    assert set(out["stage_s"]) == {"data", "model"} and out["complete"] is True
+    assert set(out["variants"]) == {"eager", "eager+fused"} and out["variant"] in out["variants"]
+    assert out["step_img_s"] == max(v["step_img_s"] for v in out["variants"].values())
+    assert all(v["first_steps_s"] > 0 for v in out["variants"].values())
+
+
+def test_fastpath_benchmark_keeps_what_it_measured_when_a_part_fails(tmp_path, monkeypatch, capsys):
+    """A variant that breaks (a compile error on a new machine, say) is recorded with its error and the others
+    are measured; the fast path's numbers are saved before the packed runs, so a bench stopped there keeps them."""
+    measure = fastpath.variant
+
+    def broken(name, *args):
+        if name == "eager+fused":
+            raise RuntimeError("simulated compile failure\nwith a long traceback")
+        return measure(name, *args)
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt  # what a time limit's signal leaves
+    monkeypatch.setattr(fastpath, "variant", broken)
+    monkeypatch.setattr(fastpath, "packed", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        fastpath.main([*FASTPATH_ARGS, "--variants", "eager+fused,eager", "--out", str(tmp_path)])
+    out = json.loads(next(tmp_path.glob("*-fastpath.json")).read_text())
+    assert out["complete"] is False and out["variant"] == "eager" and "packed_speedup" not in out
+    assert out["variants"]["eager+fused"] == {"error": "RuntimeError: simulated compile failure"}
+    assert "eager+fused: RuntimeError: simulated compile failure" in capsys.readouterr().out
+
+
+def test_fastpath_benchmark_refuses_an_unknown_variant_before_timing(tmp_path):
+    with pytest.raises(SystemExit, match=r"'eager\+fast'"):
+        fastpath.main([*FASTPATH_ARGS, "--variants", "eager,eager+fast", "--out", str(tmp_path)])
+    assert not list(tmp_path.iterdir())
 
 
 def test_data_path_synthetic_stand_in_holds_a_gpu_batch(tmp_path, monkeypatch):

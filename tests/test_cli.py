@@ -138,6 +138,7 @@ BAD_INPUTS = [
     (["runtime.nproc_per_node=0"], "runtime.nproc_per_node=0: give a whole number >= 1, or auto"),
     (["runtime.threads=0"], "runtime.threads=0: give a whole number >= 1, or null"),
     (["runtime.amp=fp8"], "runtime.amp='fp8': use one of bf16, fp16, none"),
+    (["runtime.compile_mode=fast"], "runtime.compile_mode='fast': use one of default, reduce-overhead, max-autotune,"),
     (["runtime.device=tpu"], "runtime.device='tpu': use auto, cpu, cuda or cuda:N"),
     (["data.pipeline=foo"], "data.pipeline='foo': use one of tensor, loader, fastpath, auto"),
     (["recipe.epoch=3"], "unknown key recipe.epoch; did you mean recipe.epochs?"),

@@ -24,7 +24,9 @@ def runtime(c: dict, dist) -> Runtime:
     return Runtime(dist=dist, amp=r["amp"], compile=bool(r["compile"]), deterministic=bool(r["deterministic"]),
                    num_workers=int(workers), progress=bool(r["progress"]), tensorboard=bool(r["tensorboard"]),
                    check_every=int(check), probe_batch=int(r["probe_batch"]),
-                   checkpoint_every_s=float(r["checkpoint_every_s"]), fused=bool(r.get("fused", False)))
+                   checkpoint_every_s=float(r["checkpoint_every_s"]), fused=bool(r.get("fused", False)),
+                   compile_mode=str(r.get("compile_mode") or "default"),
+                   fused_optimizer=bool(r.get("fused_optimizer", False)))
 
 
 def nproc(c: dict) -> int:

@@ -10,7 +10,6 @@ A fresh run with ``config["init"]`` starts from another run's final model (init_
 from __future__ import annotations
 
 import itertools
-import os
 import time
 from dataclasses import dataclass, field
 
@@ -23,8 +22,9 @@ from tqdm import tqdm
 from ..data import build_data
 from ..records import _jsonable, record_path
 from .machine import device_name, trained_how
-from ..runs import ConfigError, RunSpec, cache_root, run_dir, source_spec
+from ..runs import ConfigError, RunSpec, run_dir, source_spec
 from . import checkpoint, preempt
+from .compiled import compile_module, graphed, step_begin
 from .ddp import Dist, all_reduce, any_rank, barrier
 from .hooks import ObjectiveStep, ProbeContext, build_losses, build_objective, probe_list, run_probes
 from .init_from import init_from_source, switch_metrics
@@ -40,6 +40,8 @@ class Runtime:
     dist: Dist = field(default_factory=Dist)
     amp: str = "bf16"            # bf16 | fp16 | none; autocast on CUDA only
     compile: bool = False
+    compile_mode: str = "default"  # torch.compile's mode (COMPILE_MODES)
+    fused_optimizer: bool = False  # Adam/AdamW as torch's fused kernel
     deterministic: bool = False
     num_workers: int = 0
     progress: bool = True
@@ -181,7 +183,7 @@ class _Run:
                                   "own logits, which an objective replaces; compute them inside the objective")
             self.objective.to(d.device)
         self.ema = build_ema(self.model, recipe)
-        self.optimizer = build_optimizer(self.model, recipe, extra=self.objective)
+        self.optimizer = build_optimizer(self.model, recipe, extra=self.objective, fused=self.rt.fused_optimizer)
         self.epochs, self.steps_per_epoch = run_epochs(recipe, cfg["data"]), self.data.train.steps_per_epoch
         self.max_steps = int(recipe.get("max_steps") or 0)
         self.total_steps = min(self.epochs * self.steps_per_epoch, self.max_steps or self.epochs * self.steps_per_epoch)
@@ -226,10 +228,8 @@ class _Run:
                                                   device_ids=[d.device.index] if d.device.type == "cuda" else None)
         if self.rt.compile:
             # Dynamo reuses a compiled graph for every later run of the same architecture in this process
-            # (measured: the first run compiles, the next ones start at once); Inductor's on-disk cache spares
-            # other processes most of the work, kept beside the runs (a shared cache dir serves every node)
-            os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_root() / "inductor"))
-            train_model = torch.compile(train_model)
+            # (measured: the first run compiles, the next ones start at once)
+            train_model = compile_module(train_model, self.rt.compile_mode)
         return train_model
 
     # ---- loop
@@ -268,6 +268,8 @@ class _Run:
         targets = y
         if self.mixup is not None and not getattr(self.data.train, "mixes", False):  # the fast path mixes itself
             x, targets = self.mixup(x, y)
+        mode = self.rt.compile_mode if self.rt.compile else None
+        step_begin(mode, self.d.device)
         with torch.autocast(self.d.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
             if self.objective is None:
                 logits = self.train_model(x)
@@ -293,7 +295,8 @@ class _Run:
             self.ema.update(self.model, step=self.step)
         self.scheduler.step_update(num_updates=self.step)
         self.bar.update()
-        return loss.detach().float()
+        loss = loss.detach().float()
+        return loss.clone() if graphed(mode, self.d.device) else loss  # a graph's output is rewritten next step
 
     def _add(self, window: list) -> bool:
         """Add a window of step losses to the epoch's sum; False (and where) if one is non-finite."""
@@ -403,6 +406,10 @@ class _Run:
                       "bf16": amp is torch.bfloat16, "amp": str(amp).replace("torch.", "") if amp else None,
                       "compile": self.rt.compile, "deterministic": self.rt.deterministic, "data": self.data.info,
                       "fingerprint": self.spec.fingerprint, **trained_how(self.spec.run_id)}
+        if self.rt.compile:
+            provenance["compile_mode"] = self.rt.compile_mode
+        if self.rt.fused_optimizer:
+            provenance["fused_optimizer"] = True
         if self.source is not None:
             provenance["init_from"] = self.source.run_id
         if self.resumed_from:

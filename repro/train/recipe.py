@@ -32,11 +32,14 @@ def run_epochs(recipe: dict, data: dict) -> int:
     return max(1, epochs)
 
 
-def build_optimizer(model: torch.nn.Module, recipe: dict,
-                    extra: torch.nn.Module | None = None) -> torch.optim.Optimizer:
+def build_optimizer(model: torch.nn.Module, recipe: dict, extra: torch.nn.Module | None = None,
+                    fused: bool = False) -> torch.optim.Optimizer:
     """timm's optimizer over the model; ``extra`` (a training objective's own parameters, e.g. a head
-    used only by a loss) joins it with timm's weight-decay rule: none on biases and norms (ndim <= 1)."""
+    used only by a loss) joins it with timm's weight-decay rule: none on biases and norms (ndim <= 1).
+    ``fused``: Adam/AdamW as torch's fused kernel (one launch group for every tensor, the same update)."""
     kwargs = {"eps": recipe.get("opt_eps")} if recipe.get("opt_eps") is not None else {}
+    if fused and recipe.get("opt", "adamw") in ("adam", "adamw"):
+        kwargs["fused"] = True
     if recipe.get("opt_betas"):
         kwargs["betas"] = tuple(recipe["opt_betas"])
     weight_decay = float(recipe.get("weight_decay", 0.05))
