@@ -19,7 +19,8 @@ On synthetic uint8 pixels of CIFAR's shape (pixel values change the cost of no o
   packed_speedup       K cpu-size runs (the cpu scale's recipe and batch) fused into one batched model
                        (repro/train/fused.py), aggregate images/s, against the same runs one at a time.
 Each loop is timed over all its steps with one device sync at its end; the engine's first, then each
-variant's step and model step alternating in rounds (2 on a CPU), each keeping its best. Writes results/bench/<device>-fastpath.json.
+variant's step and model step alternating in rounds (2 on a CPU), each keeping its best. Writes
+results/bench/<device>-fastpath.json.
 """
 from __future__ import annotations
 
@@ -38,10 +39,10 @@ from tabulate import tabulate
 import repro.models  # noqa: F401  (registers repro_*)
 from benchmarks.data_path import _data, _step_fns, run_config, timed
 from benchmarks.device import device_name, peak_flops, save
+from repro.checks import COMPILE_MODES
 from repro.data.fastpath import FastPath
 from repro.probes.cost import count_macs
 from repro.records import git_state
-from repro.checks import COMPILE_MODES
 from repro.train.compiled import compile_module, step_begin
 from repro.train.fused import FusedRuns
 from repro.train.recipe import build_criterion, build_optimizer

@@ -153,6 +153,7 @@ class _Run:
             random_seed(spec.seed, self.d.rank)
         self._note_device()
         self.train_model = self._wrap()
+        self.compiled_as = self.rt.compile_mode if self.rt.compile else None  # None: eager
         self.probe_images = self.data.test.sample(rt.probe_batch) if self.probes else None
         self.last_save = time.perf_counter()
         self.bar = tqdm(total=self.total_steps, initial=min(self.step, self.total_steps), desc=spec.run_id,
@@ -268,8 +269,7 @@ class _Run:
         targets = y
         if self.mixup is not None and not getattr(self.data.train, "mixes", False):  # the fast path mixes itself
             x, targets = self.mixup(x, y)
-        mode = self.rt.compile_mode if self.rt.compile else None
-        step_begin(mode, self.d.device)
+        step_begin(self.compiled_as, self.d.device)
         with torch.autocast(self.d.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
             if self.objective is None:
                 logits = self.train_model(x)
@@ -296,7 +296,7 @@ class _Run:
         self.scheduler.step_update(num_updates=self.step)
         self.bar.update()
         loss = loss.detach().float()
-        return loss.clone() if graphed(mode, self.d.device) else loss  # a graph's output is rewritten next step
+        return loss.clone() if graphed(self.compiled_as, self.d.device) else loss  # a graph's output is rewritten next step
 
     def _add(self, window: list) -> bool:
         """Add a window of step losses to the epoch's sum; False (and where) if one is non-finite."""
