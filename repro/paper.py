@@ -13,8 +13,8 @@ documented in ``repro/report/README.md``; in short::
     claims:  [{id, text, source, table, check, scales, alpha, tolerance, evidence, reading, margin,
                requires, control, similarity, rate, somewhere,
                pairs | cells | columns+rows | column+rows+direction | cell+bound}]
-    preconditions: [the same schema as a claim: the measured conditions of the paper's regime that
-                    claims name in ``requires``]
+    preconditions: [the same schema as a claim, plus budget (true: it says the training budget is
+                    enough): the measured conditions of the paper's regime that claims name in ``requires``]
 
 A file that is not YAML, or whose top level is not a mapping, raises ``SpecError`` with path and line.
 Anything narrower (an unknown column in a row, a claim naming a cell that does not exist, an unknown
@@ -230,6 +230,8 @@ class Claim:
     similarity: bool = False      # "similar", "no worse": holds only if a negative control is rejected
     rate: float | None = None     # rate: the share of runs the claim says end at or below the bound (exceeded)
     somewhere: bool = False       # holds when any comparison holds, fails when all fail ("at some lr of the grid")
+    budget: bool = False          # a precondition that the training budget is enough: not met, its claims are
+                                  # shown "under-trained" (an accuracy floor is one already)
     line: int = 0
 
 
@@ -571,19 +573,23 @@ def _claim(c: _Checker, m: _Map, paper: Paper, kind: str = "claim") -> Claim | N
     what = f"{kind} {m.get('id')!r}"
     allowed = ("id", "text", "source", "table", "check", "scales", "alpha", "tolerance", "pairs", "cells",
                "columns", "rows", "column", "direction", "cell", "bound", "evidence", "reading", "margin",
-               "requires", "control", "similarity", "rate", "somewhere")
+               "requires", "control", "similarity", "rate", "somewhere", "budget")
     if not c.keys(m, allowed, ("id", "text", "check"), what):
         return None
     cl = Claim(id=_str(m["id"]), text=_str(m["text"]), source=_str(m.get("source")), table=_str(m.get("table")),
                check=_str(m["check"]), pairs=[], relation="", evidence=_str(m.get("evidence")) or "training",
                reading=_str(m.get("reading")) or "paper", similarity=_flag(c, m, "similarity", what),
-               somewhere=_flag(c, m, "somewhere", what), line=m.line)
+               somewhere=_flag(c, m, "somewhere", what), budget=_flag(c, m, "budget", what), line=m.line)
     if cl.evidence not in EVIDENCE:
         c.problem(m.key_lines["evidence"], f"{what}: evidence {cl.evidence!r} is not one of {EVIDENCE}; "
                                            f"using 'training'")
         cl.evidence = "training"
     if kind == "precondition":
         cl.evidence = "precondition"
+    elif cl.budget:
+        c.problem(m.key_lines["budget"], f"{what}: budget is a precondition's key (a claim names the precondition "
+                                         f"in requires); ignored")
+        cl.budget = False
     if cl.reading not in READINGS:
         c.problem(m.key_lines["reading"], f"{what}: reading {cl.reading!r} is not one of {READINGS}; using 'paper'")
         cl.reading = "paper"

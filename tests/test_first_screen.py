@@ -162,3 +162,60 @@ def test_pages_have_no_dead_notebook_link_no_none_header_and_read_wide_tables_lo
     assert 'href="notebook.html"' not in page  # a build output, absent in a fresh clone
     assert "ours at None" not in page and "ours at None" not in (built / "gl" / "REPORT.md").read_text()
     assert 'class="compare-table long" data-table="wide"' in page and '<details class="section" id="acc">' in page
+
+
+BUDGET_PAPER = """\
+id: bud
+title: Budget paper
+tables:
+  - id: short
+    caption: Two epochs
+    source: Ours
+    columns: [{key: top1, label: Top-1, unit: "%"}]
+    rows: [{key: base, label: Baseline, values: {top1: "-"}}, {key: idea, label: Idea, values: {top1: "-"}}]
+  - id: long
+    caption: Ten epochs
+    source: Ours
+    columns: [{key: top1, label: Top-1, unit: "%"}]
+    rows: [{key: base, label: Baseline, values: {top1: "-"}}]
+preconditions:
+  - {id: pre_enough, text: "5x the epochs raise the baseline by less than 2 points.", table: short, check: greater,
+     margin: -2, budget: true, pairs: [[short.base.top1, long.base.top1]]}
+claims:
+  - {id: idea_ahead, text: "The idea is ahead of the baseline.", table: short, check: greater, requires: [pre_enough],
+     pairs: [[idea.top1, base.top1]]}
+"""
+
+
+def test_a_budget_precondition_not_met_says_under_trained_and_names_both_tables(tmp_path):
+    """Two cells of one row at two budgets read 'Baseline · Top-1 vs Baseline · Top-1' and a budget shown too
+    short did not say 'under-trained' (only an accuracy floor did)."""
+    papers, results = tmp_path / "papers", tmp_path / "results"
+    (papers / "bud").mkdir(parents=True)
+    (papers / "bud" / "paper.yaml").write_text(BUDGET_PAPER)
+    for seed in range(3):
+        for table, row, top1 in (("short", "base", 50.0), ("short", "idea", 47.0), ("long", "base", 67.0)):
+            write_record(dict(run_id=f"{table}-{row}-s{seed}", paper="bud", table=table, scale="full", seed=seed,
+                              cell={"row": row, "columns": {"top1": "top1"}}, status="finished",
+                              config={"data": DATA, "model": _model("repro_deit_tiny_c32", 3), "recipe": {"epochs": 2}},
+                              metrics={"top1": top1 + seed * 0.5, "epochs": 2, "params": 348_000},
+                              provenance={"device": "cpu", "data": {"test_images": 10000}}), root=results)
+    build_report("bud", papers, results, notebook_execute=None)
+    summary = json.loads((results / "bud" / "summary.json").read_text())
+    row = summary["first_screen"][0]["rows"][0]
+    assert row["cls"] == "v-outside-regime"
+    measured = "Baseline · Top-1 (short) 50.5% vs Baseline · Top-1 (long) 67.5% + margin -2"
+    assert row["qualifier"] == "under-trained (pre_enough not met)"  # its measured values beside it, once
+    assert measured in (results / "bud" / "report.html").read_text()
+    claims = {r["claim"]: r for r in csv.DictReader((results / "bud" / "claims.csv").open())}
+    assert claims["idea_ahead"]["preconditions"] == f"pre_enough: not met ({measured})"
+
+
+def test_budget_is_a_preconditions_key_only(tmp_path):
+    from repro.paper import load_paper
+    path = tmp_path / "paper.yaml"
+    path.write_text(BUDGET_PAPER.replace('requires: [pre_enough],', 'requires: [pre_enough], budget: true,'))
+    paper = load_paper(path)
+    claim = next(c for c in paper.claims if c.id == "idea_ahead")
+    assert not claim.budget and paper.precondition("pre_enough").budget
+    assert any("budget is a precondition's key" in p.message for p in paper.problems)

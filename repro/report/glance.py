@@ -43,6 +43,15 @@ def ref_label(paper: Paper | None, ref: Ref) -> str:
     return f"{row.label if row else ref.row} · {col.label if col else ref.column}"
 
 
+def pair_labels(paper: Paper | None, lhs: Ref, rhs: Ref) -> tuple[str, str]:
+    """Both sides' labels, each with its table's id where the two would otherwise read the same (one row and
+    column at two budgets or fractions: 'Baseline · top-1 (ideas) vs Baseline · top-1 (ideas_e10)')."""
+    a, b = ref_label(paper, lhs), ref_label(paper, rhs)
+    if a == b and lhs.const is None and rhs.const is None and lhs.table != rhs.table:
+        a, b = f"{a} ({lhs.table})", f"{b} ({rhs.table})"
+    return a, b
+
+
 def _unit(paper: Paper | None, ref: Ref) -> str:
     table = paper.table(ref.table) if paper is not None and ref.const is None else None
     col = table.column(ref.column) if table else None
@@ -99,13 +108,18 @@ def _num(x) -> float | None:
     return None if x is None else round(float(x), 4)
 
 
+def _measured(paper: Paper | None, c: Check) -> str:
+    """'DeiT-12 · CosSim 0.29 vs 0.5', or both cells' means (and the margin) when the right side is a cell."""
+    a, b = pair_labels(paper, c.lhs, c.rhs)
+    rhs = f"{c.means[1]:.3g}" if c.rhs.const is not None else f"{b} {c.means[1]:.3g}{_unit(paper, c.rhs)}"
+    return f"{a} {c.means[0]:.3g}{_unit(paper, c.lhs)} vs {rhs}" + (f" + margin {c.margin:g}" if c.margin else "")
+
+
 def precondition_row(paper: Paper | None, p: Verdict) -> dict:
     """A precondition with the values it measured beside its threshold ('DeiT-12 · CosSim 0.29 vs 0.5')."""
     measured = [f"{ref_label(paper, c.lhs)}: {c.share[0]} of {c.share[1]} runs at or below {c.rhs.const:g}"
                 f"{_unit(paper, c.lhs)} (a share above {p.claim.rate:g} needed)" if c.share else
-                f"{ref_label(paper, c.lhs)} {c.means[0]:.3g}{_unit(paper, c.lhs)} vs "
-                + (f"{c.means[1]:.3g}" if c.rhs.const is not None else f"{ref_label(paper, c.rhs)} {c.means[1]:.3g}")
-                + (f" + margin {c.margin:g}" if c.margin else "") for c in p.checks if c.means]
+                _measured(paper, c) for c in p.checks if c.means]
     return {"id": p.claim.id, "text": p.claim.text, "verdict": p.verdict, "met": p.verdict == HOLDS,
             "label": p.label, **chip(p.verdict, "precondition"), "measured": "; ".join(measured)}
 
@@ -125,11 +139,11 @@ def row(cmp: Comparison, v: Verdict, drawn: set | frozenset = frozenset()) -> di
     ok, bad = p_sides(c) if c else ("", "")
     side = bad if c and (c.verdict == FAILS or (t and t.p_greater is not None and getattr(t, bad) < getattr(t, ok))) else ok
     pre = [precondition_row(paper, p) for p in v.preconditions]
-    under = [p for p, r in zip(v.preconditions, pre) if not r["met"] and _floor(p)]
+    under = [p for p, r in zip(v.preconditions, pre) if not r["met"] and (_floor(p) or p.claim.budget)]
     return {"id": v.claim.id, "text": v.claim.text, "kind": kind(v), "scale": v.scale, "verdict": v.verdict,
             "label": v.label, **chip(v.verdict), "result": v.result or None,
             "setting": setting(cmp, v.checks, v.scale),
-            "compared": f"{ref_label(paper, c.lhs)} {c.relation} {ref_label(paper, c.rhs)}" if c else "",
+            "compared": " {} ".format(c.relation).join(pair_labels(paper, c.lhs, c.rhs)) if c else "",
             "comparisons": len(v.checks), "relation": c.relation if c else "", "unit": _unit(paper, c.lhs) if c else "",
             "means": [_num(x) for x in c.means] if c and c.means else None, "margin": _num(c.margin) if c else None,
             "effect": _num(c.effect) if c else None, "ci": [_num(x) for x in t.ci] if t and t.ci else None,
@@ -137,8 +151,7 @@ def row(cmp: Comparison, v: Verdict, drawn: set | frozenset = frozenset()) -> di
             "n": "/".join(map(str, t.n if t else c.n or ())) if c else "",
             "paper_effect": _num(c.paper_effect) if c else None, "preconditions": pre,
             "figures": [f.id for f in paper.figures if f.table in tables and (f.id, v.scale) in drawn],
-            "qualifier": "under-trained: " + "; ".join(r["measured"] for p, r in zip(v.preconditions, pre)
-                                                       if p in under) if under else ""}
+            "qualifier": f"under-trained ({', '.join(p.claim.id for p in under)} not met)" if under else ""}
 
 
 def first_screen(a: Assessment, drawn: set | frozenset = frozenset()) -> list[dict]:
