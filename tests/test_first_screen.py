@@ -167,6 +167,7 @@ def test_pages_have_no_dead_notebook_link_no_none_header_and_read_wide_tables_lo
 BUDGET_PAPER = """\
 id: bud
 title: Budget paper
+index_table: short
 tables:
   - id: short
     caption: Two epochs
@@ -189,7 +190,7 @@ claims:
 
 def test_a_budget_precondition_not_met_says_under_trained_and_names_both_tables(tmp_path):
     """Two cells of one row at two budgets read 'Baseline · Top-1 vs Baseline · Top-1' and a budget shown too
-    short did not say 'under-trained' (only an accuracy floor did)."""
+    short did not say 'under-trained' (only an accuracy floor did), in the report or the index's table."""
     papers, results = tmp_path / "papers", tmp_path / "results"
     (papers / "bud").mkdir(parents=True)
     (papers / "bud" / "paper.yaml").write_text(BUDGET_PAPER)
@@ -209,6 +210,8 @@ def test_a_budget_precondition_not_met_says_under_trained_and_names_both_tables(
     assert measured in (results / "bud" / "report.html").read_text()
     claims = {r["claim"]: r for r in csv.DictReader((results / "bud" / "claims.csv").open())}
     assert claims["idea_ahead"]["preconditions"] == f"pre_enough: not met ({measured})"
+    featured = build_index(papers, results).read_text().split('class="featured-table"', 1)[1].split("</table>")[0]
+    assert "under-trained (pre_enough not met)" in featured  # the index's table says it too
 
 
 def test_budget_is_a_preconditions_key_only(tmp_path):

@@ -32,11 +32,17 @@ def _cell_text(cell: dict | None, with_n: bool) -> str:
     return f"{number(cell['mean'])}{sd}" + (f" (n={cell['n']})" if with_n else "")
 
 
-def _comparison(claim: dict) -> dict:
+def _qualifiers(summary: dict) -> dict:
+    """(claim, scale) -> the first screen's qualifier ('under-trained (... not met)'), where it has one."""
+    return {(r["id"], b["scale"]): r["qualifier"] for b in summary.get("first_screen") or []
+            for r in b.get("rows") or [] if r.get("qualifier")}
+
+
+def _comparison(claim: dict, qualifier: str = "") -> dict:
     """Effect, interval, p and verdict of a one-comparison claim, as text."""
     c = (claim.get("comparisons") or [{}])[0]
     ci, p = c.get("ci95"), c.get("p_holds_holm")
-    return {"claim": claim["id"], "verdict": claim["verdict"], "label": claim["label"],
+    return {"claim": claim["id"], "verdict": claim["verdict"], "label": claim["label"], "qualifier": qualifier,
             "effect": f"{c['effect']:+.2f}" if isinstance(c.get("effect"), (int, float)) else "-",
             "ci": f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "-", "p": f"{p:.3g}" if p is not None else "-"}
 
@@ -51,11 +57,11 @@ def _at_scale(paper: Paper, summary: dict, scale: str, results_dir: Path) -> dic
              if c["table"] == table.id and c["scale"] == scale}
     columns = [c for c in table.columns if any(isinstance(cells.get((r.key, c.key), {}).get("mean"), (int, float))
                                                for r in table.rows)]
-    claims = {}
+    claims, qualifiers = {}, _qualifiers(summary)
     for cl in summary.get("claims", []):
         comps = cl.get("comparisons") or []
         if cl.get("scale") == scale and len(comps) == 1 and comps[0]["lhs"].startswith(f"{table.id}."):
-            claims[comps[0]["lhs"].split(".")[1]] = _comparison(cl)
+            claims[comps[0]["lhs"].split(".")[1]] = _comparison(cl, qualifiers.get((cl["id"], scale), ""))
     rows = [{"label": r.label, "cells": [_cell_text(cells.get((r.key, c.key)), i == 0) for i, c in enumerate(columns)],
              "claim": claims.get(r.key)} for r in table.rows]
     figures = [{"id": f.id, "caption": f"{f.caption} {EXPLAINS.get(f.kind, '')}", "src": _png(results_dir / paper.id / "figures" / f"{f.id}-{scale}.png")}
