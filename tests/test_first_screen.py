@@ -13,6 +13,7 @@ import pytest
 from repro.records import write_record
 from repro.report import build_index, build_report
 from repro.report.provenance import data_label, model_label
+from repro.report.readme import write_readmes
 
 PAPER = """\
 id: gl
@@ -182,9 +183,13 @@ tables:
 preconditions:
   - {id: pre_enough, text: "5x the epochs raise the baseline by less than 2 points.", table: short, check: greater,
      margin: -2, budget: true, pairs: [[short.base.top1, long.base.top1]]}
+  - {id: pre_headroom, text: "Top-1 leaves headroom: at most 60 %.", table: long, check: bound,
+     pairs: [[base.top1, 60]]}
 claims:
   - {id: idea_ahead, text: "The idea is ahead of the baseline.", table: short, check: greater, requires: [pre_enough],
      pairs: [[idea.top1, base.top1]]}
+  - {id: longer_ahead, text: "Ten epochs beat two, with headroom.", table: long, check: greater,
+     requires: [pre_headroom], pairs: [[long.base.top1, short.base.top1]]}
 """
 
 
@@ -203,8 +208,9 @@ def test_a_budget_precondition_not_met_says_under_trained_and_names_both_tables(
                               provenance={"device": "cpu", "data": {"test_images": 10000}}), root=results)
     build_report("bud", papers, results, notebook_execute=None)
     summary = json.loads((results / "bud" / "summary.json").read_text())
-    row = summary["first_screen"][0]["rows"][0]
-    assert row["cls"] == "v-outside-regime"
+    rows = {r["id"]: r for r in summary["first_screen"][0]["rows"]}
+    row, ceiling = rows["idea_ahead"], rows["longer_ahead"]
+    assert row["cls"] == ceiling["cls"] == "v-outside-regime" and not ceiling["qualifier"]  # a ceiling: not under-trained
     measured = "Baseline · Top-1 (short) 50.5% vs Baseline · Top-1 (long) 67.5% + margin -2"
     assert row["qualifier"] == "under-trained (pre_enough not met)"  # its measured values beside it, once
     assert measured in (results / "bud" / "report.html").read_text()
@@ -212,6 +218,11 @@ def test_a_budget_precondition_not_met_says_under_trained_and_names_both_tables(
     assert claims["idea_ahead"]["preconditions"] == f"pre_enough: not met ({measured})"
     featured = build_index(papers, results).read_text().split('class="featured-table"', 1)[1].split("</table>")[0]
     assert "under-trained (pre_enough not met)" in featured  # the index's table says it too
+    for readme in (tmp_path / "README.md", papers / "bud" / "README.md"):
+        readme.write_text("<!-- results:begin -->\n<!-- results:end -->\n")
+    write_readmes(papers, results)
+    assert "; under-trained (pre_enough not met) |" in (papers / "bud" / "README.md").read_text()
+    assert "2 outside regime (1 under-trained) |" in (tmp_path / "README.md").read_text()  # and the README's table
 
 
 def test_budget_is_a_preconditions_key_only(tmp_path):

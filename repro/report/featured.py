@@ -10,6 +10,7 @@ from pathlib import Path
 
 from repro.report.figures import EXPLAINS
 from repro.report.html import _png_data
+from repro.report.readme import qualifiers
 from repro.runs import is_smoke
 from repro.paper import Paper
 
@@ -32,12 +33,6 @@ def _cell_text(cell: dict | None, with_n: bool) -> str:
     return f"{number(cell['mean'])}{sd}" + (f" (n={cell['n']})" if with_n else "")
 
 
-def _qualifiers(summary: dict) -> dict:
-    """(claim, scale) -> the first screen's qualifier ('under-trained (... not met)'), where it has one."""
-    return {(r["id"], b["scale"]): r["qualifier"] for b in summary.get("first_screen") or []
-            for r in b.get("rows") or [] if r.get("qualifier")}
-
-
 def _comparison(claim: dict, qualifier: str = "") -> dict:
     """Effect, interval, p and verdict of a one-comparison claim, as text."""
     c = (claim.get("comparisons") or [{}])[0]
@@ -57,11 +52,11 @@ def _at_scale(paper: Paper, summary: dict, scale: str, results_dir: Path) -> dic
              if c["table"] == table.id and c["scale"] == scale}
     columns = [c for c in table.columns if any(isinstance(cells.get((r.key, c.key), {}).get("mean"), (int, float))
                                                for r in table.rows)]
-    claims, qualifiers = {}, _qualifiers(summary)
+    claims, marks = {}, qualifiers(summary)
     for cl in summary.get("claims", []):
         comps = cl.get("comparisons") or []
         if cl.get("scale") == scale and len(comps) == 1 and comps[0]["lhs"].startswith(f"{table.id}."):
-            claims[comps[0]["lhs"].split(".")[1]] = _comparison(cl, qualifiers.get((cl["id"], scale), ""))
+            claims[comps[0]["lhs"].split(".")[1]] = _comparison(cl, marks.get((cl["id"], scale), ""))
     rows = [{"label": r.label, "cells": [_cell_text(cells.get((r.key, c.key)), i == 0) for i, c in enumerate(columns)],
              "claim": claims.get(r.key)} for r in table.rows]
     figures = [{"id": f.id, "caption": f"{f.caption} {EXPLAINS.get(f.kind, '')}", "src": _png(results_dir / paper.id / "figures" / f"{f.id}-{scale}.png")}

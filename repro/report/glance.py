@@ -125,8 +125,9 @@ def precondition_row(paper: Paper | None, p: Verdict) -> dict:
 
 
 def _floor(p: Verdict) -> bool:
-    """An accuracy floor: every comparison a top-1/top-5 cell against a constant."""
-    return bool(p.checks) and all(c.rhs.const is not None and c.lhs.const is None and
+    """An accuracy floor: every comparison a top-1/top-5 cell above a constant (a ceiling, top-5 at most 95 %,
+    says the opposite of under-trained)."""
+    return bool(p.checks) and p.claim.relation == ">" and all(c.rhs.const is not None and c.lhs.const is None and
                                   any(k in c.lhs.column for k in ("top1", "top5")) for c in p.checks)
 
 

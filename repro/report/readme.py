@@ -64,11 +64,17 @@ def _effect(claim: dict) -> str:
     return f"{held}/{len(comps)} hold; weakest {one(weakest)}"
 
 
-def _verdict(claim: dict) -> str:
+def qualifiers(summary: dict) -> dict:
+    """(claim, scale) -> its first-screen qualifier ('under-trained (<precondition> not met)'), where it has one."""
+    return {(r["id"], b["scale"]): r["qualifier"] for b in summary.get("first_screen") or []
+            for r in b.get("rows") or [] if r.get("qualifier")}
+
+
+def _verdict(claim: dict, qualifier: str = "") -> str:
     shown = claim["verdict"]
     if claim.get("result") and claim["result"] != shown:
         shown += f" (as measured: {claim['result']})"
-    return shown
+    return shown + (f"; {qualifier}" if qualifier else "")
 
 
 def _cost(run: dict) -> str:
@@ -112,7 +118,9 @@ def paper_block(summary: dict, cost: dict[str, str]) -> str:
         rows = [c for c in summary["claims"] + summary["preconditions"]
                 if c.get("scale") == scale and c["kind"] in CENTRAL and c["verdict"] not in UNJUDGED]
         lines += ["", "| claim | kind | verdict | effect [95 % CI] |", "|---|---|---|---|"]
-        lines += [f"| `{c['id']}` | {c['kind']} | {_verdict(c)} | {_effect(c)} |" for c in rows]
+        marks = qualifiers(summary)
+        lines += [f"| `{c['id']}` | {c['kind']} | {_verdict(c, marks.get((c['id'], scale), ''))} | {_effect(c)} |"
+                  for c in rows]
         others = _others(summary, scale)
         lines += ([f"\nAlso judged: {others}."] if others else []) + [""]
     return "\n".join(lines)
@@ -127,6 +135,8 @@ def _tally(summary: dict, scale: str) -> str:
     pre = [c for c in summary["preconditions"] if c.get("scale") == scale and c["verdict"] not in UNJUDGED]
     met = sum(c["verdict"] == "holds" for c in pre)
     claims = ", ".join(f"{n} {v}" for v, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))) or "-"
+    under = sum((c["id"], scale) in qualifiers(summary) for c in judged)
+    claims += f" ({under} under-trained)" if under else ""
     return f"{claims} | {met} of {len(pre)}" if pre else f"{claims} | -"
 
 
