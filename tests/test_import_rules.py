@@ -159,4 +159,5 @@ def test_report_builds_with_torch_timm_and_paper_code_blocked(tmp_path):
     assert set(loaded["code"]) <= set(loaded["digested"]), "the notebook's staleness hash misses code it runs"
     for name in ("REPORT.md", "summary.json", "cells.csv", "claims.csv", "report.html"):
         assert (out / paper / name).read_bytes() == (REPO / "results" / paper / name).read_bytes(), name
-    assert json.loads((out / paper / "summary.json").read_text())["records"] == 28
+    records = len(list((REPO / "results" / paper).glob("*/records/*.json")))  # grows as a campaign lands
+    assert records and json.loads((out / paper / "summary.json").read_text())["records"] == records
