@@ -127,8 +127,9 @@ def precondition_row(paper: Paper | None, p: Verdict) -> dict:
 def _floor(p: Verdict) -> bool:
     """An accuracy floor: every comparison a top-1/top-5 cell above a constant (a ceiling, top-5 at most 95 %,
     says the opposite of under-trained)."""
-    return bool(p.checks) and p.claim.relation == ">" and all(c.rhs.const is not None and c.lhs.const is None and
-                                  any(k in c.lhs.column for k in ("top1", "top5")) for c in p.checks)
+    return bool(p.checks) and p.claim.relation == ">" and all(
+        c.rhs.const is not None and c.lhs.const is None and any(k in c.lhs.column for k in ("top1", "top5"))
+        for c in p.checks)
 
 
 def row(cmp: Comparison, v: Verdict, drawn: set | frozenset = frozenset()) -> dict:
@@ -144,7 +145,7 @@ def row(cmp: Comparison, v: Verdict, drawn: set | frozenset = frozenset()) -> di
     return {"id": v.claim.id, "text": v.claim.text, "kind": kind(v), "scale": v.scale, "verdict": v.verdict,
             "label": v.label, **chip(v.verdict), "result": v.result or None,
             "setting": setting(cmp, v.checks, v.scale),
-            "compared": " {} ".format(c.relation).join(pair_labels(paper, c.lhs, c.rhs)) if c else "",
+            "compared": f" {c.relation} ".join(pair_labels(paper, c.lhs, c.rhs)) if c else "",
             "comparisons": len(v.checks), "relation": c.relation if c else "", "unit": _unit(paper, c.lhs) if c else "",
             "means": [_num(x) for x in c.means] if c and c.means else None, "margin": _num(c.margin) if c else None,
             "effect": _num(c.effect) if c else None, "ci": [_num(x) for x in t.ci] if t and t.ci else None,

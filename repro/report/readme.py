@@ -110,6 +110,7 @@ def paper_block(summary: dict, cost: dict[str, str]) -> str:
     lines = ["## Results", "",
              f"Every cell, comparison and figure: [REPORT.md](../../results/{pid}/REPORT.md). Cost: the scale's "
              "runs' summed wall time (`provenance.wall_s`).", ""]
+    marks = qualifiers(summary)
     for scale in summary["scales"]:
         lines.append(f"**{scale}** ({summary['settings'].get(scale, '')}); cost {cost.get(scale, '-')}.")
         if _smoke(summary, scale):
@@ -118,7 +119,6 @@ def paper_block(summary: dict, cost: dict[str, str]) -> str:
         rows = [c for c in summary["claims"] + summary["preconditions"]
                 if c.get("scale") == scale and c["kind"] in CENTRAL and c["verdict"] not in UNJUDGED]
         lines += ["", "| claim | kind | verdict | effect [95 % CI] |", "|---|---|---|---|"]
-        marks = qualifiers(summary)
         lines += [f"| `{c['id']}` | {c['kind']} | {_verdict(c, marks.get((c['id'], scale), ''))} | {_effect(c)} |"
                   for c in rows]
         others = _others(summary, scale)
@@ -135,7 +135,8 @@ def _tally(summary: dict, scale: str) -> str:
     pre = [c for c in summary["preconditions"] if c.get("scale") == scale and c["verdict"] not in UNJUDGED]
     met = sum(c["verdict"] == "holds" for c in pre)
     claims = ", ".join(f"{n} {v}" for v, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))) or "-"
-    under = sum((c["id"], scale) in qualifiers(summary) for c in judged)
+    marks = qualifiers(summary)
+    under = sum((c["id"], scale) in marks for c in judged)
     claims += f" ({under} under-trained)" if under else ""
     return f"{claims} | {met} of {len(pre)}" if pre else f"{claims} | -"
 
