@@ -22,6 +22,10 @@ REQUIRED = ("schema", "run_id", "paper", "table", "cell", "scale", "seed", "stat
             "config", "provenance")
 
 
+_UMASK = os.umask(0o022)  # read the process's umask (the call sets one, so put it back at once)
+os.umask(_UMASK)
+
+
 class RecordError(ValueError):
     """A record file that cannot be trusted (unreadable, truncated or missing fields)."""
 
@@ -49,11 +53,14 @@ def disk_full(e: BaseException) -> bool:
 
 def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
     """``write(f)`` into a temp file in the same folder, fsync, then rename: readers see old or new, never
-    half, and a failed write (a full disk) leaves no temp file behind to keep the disk full."""
+    half, and a failed write (a full disk) leaves no temp file behind to keep the disk full. The file gets
+    the mode an ``open`` would give it (0666 less the umask), not the temp file's owner-only 0600, so a
+    results folder shared with a group stays readable."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_UMASK)
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()

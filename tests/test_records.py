@@ -26,6 +26,17 @@ def test_roundtrip_and_nonfinite_become_null(tmp_path):
     assert [r["run_id"] for r in good] == ["r1"] and bad == []
 
 
+def test_written_files_take_the_umask_not_owner_only(tmp_path):
+    """A record and a rebuilt report are readable as an ``open`` would leave them (a results folder shared
+    with a group), not the temp file's 0600."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    p = records.write_record(_rec(), root=tmp_path)
+    assert p.stat().st_mode & 0o777 == 0o666 & ~umask
+    records.atomic_write_bytes(tmp_path / "report.html", b"<p>")
+    assert (tmp_path / "report.html").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
 def test_corrupt_record_is_reported_not_raised(tmp_path):
     records.write_record(_rec("ok"), root=tmp_path)
     d = records.record_dir("convit", "tiny", tmp_path)
