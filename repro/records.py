@@ -22,7 +22,7 @@ REQUIRED = ("schema", "run_id", "paper", "table", "cell", "scale", "seed", "stat
             "config", "provenance")
 
 
-_UMASK = os.umask(0o022)  # read the process's umask (the call sets one, so put it back at once)
+_UMASK = os.umask(0o022)  # the umask at import (reading it sets one, so it is put back at once)
 os.umask(_UMASK)
 
 
@@ -60,8 +60,8 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.fchmod(fd, 0o666 & ~_UMASK)
         with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o666 & ~_UMASK)
             write(f)
             f.flush()
             os.fsync(f.fileno())
