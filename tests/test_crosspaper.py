@@ -203,3 +203,23 @@ claims:
     assert claim["label"] in block and "55.9 ± 1 (n=3)" not in block and "56 ± 1 (n=3)" in block
     assert html.index("featured-toyfx") < html.index("papers-table")
     assert 'src="data:image/png;base64,' in html.split("papers-table")[0]  # the effects figure, embedded
+
+
+def test_the_index_table_shows_only_the_scales_that_measured_it(tmp_path):
+    """A table run at one scale (the 10-epoch table: cpu only) heads the index without empty blocks for the others."""
+    from repro.report.featured import featured
+
+    paper = load_paper(_toy_paper_file(tmp_path, EFFECTS_PAPER.replace("title: toy\n", "title: toy\nindex_table: t\n")))
+    cell = {"table": "t", "scale": "cpu", "row": "base", "column": "top1", "status": "measured", "mean": 51.0, "n": 3}
+    summary = {"scales": ["cpu", "tiny"], "cells": [cell], "claims": [], "settings": {"cpu": "1-10 epochs; 1/3 seeds"},
+               "tables": {"t": {"by_scale": {"cpu": {"setting": "10 epochs; 3 seeds"}}}}}
+    block = featured(paper, summary, tmp_path)
+    assert [s["scale"] for s in block["scales"]] == ["cpu"]
+    assert block["scales"][0]["setting"] == "10 epochs; 3 seeds"  # the table's own runs, not the whole scale's
+    assert featured(paper, {"scales": ["tiny"], "cells": [cell], "claims": []}, tmp_path) is None
+
+
+def _toy_paper_file(tmp_path, text: str):
+    (tmp_path / "toyfx").mkdir()
+    (tmp_path / "toyfx" / "paper.yaml").write_text(text)
+    return tmp_path / "toyfx" / "paper.yaml"

@@ -245,9 +245,10 @@ def test_build_report_writes_every_output(tmp_path):
     s = json.loads((out / "summary.json").read_text())
     assert s["scales"] == ["full"] and s["commits"] == ["abcdef012345-dirty"]
     cost = {"runs": 24, "timed": 24, "compute_s": 2160.0, "hardware": ["cpu (x86_64, 2 threads)"]}
+    assert s["tables"]["t"]["by_scale"]["full"].pop("setting") == s["settings"]["full"]  # one table's runs: here all
     assert s["tables"]["t"] == {"attempted": True, "cells": 8, "by_scale": {"full": {"measured": 8, "not_run": 0,
                                                                                       "invalid": 0, "cost": cost}}}
-    assert {k: v for k, v in s["tables"]["size"]["by_scale"]["full"].items() if k != "cost"} == {
+    assert {k: v for k, v in s["tables"]["size"]["by_scale"]["full"].items() if k not in ("cost", "setting")} == {
         "measured": 8, "not_run": 6, "invalid": 1}
     claims = {c["id"]: c for c in s["claims"]}
     assert claims["noisy"]["verdict"] == "inconclusive" and claims["m1_first"]["verdict"] == "inconclusive"
@@ -274,6 +275,7 @@ def test_scales_are_reported_separately(tmp_path):
     build_report("toy", papers_dir=papers, results_dir=results, notebook_execute=None)
     s = json.loads((results / "toy" / "summary.json").read_text())
     assert s["scales"] == ["full", "small"]  # most informative first
+    assert s["tables"]["t"]["by_scale"]["small"].pop("setting") == s["settings"]["small"]
     assert s["tables"]["t"]["by_scale"]["small"] == {"measured": 1, "not_run": 7, "invalid": 0, "cost": {
         "runs": 3, "timed": 3, "compute_s": 270.0, "hardware": ["cpu (x86_64, 2 threads)"]}}
     ahead = {c["scale"]: c["verdict"] for c in s["claims"] if c["id"] == "ahead"}
@@ -382,6 +384,7 @@ def test_convit_report_from_synthetic_records(tmp_path):
     assert verdicts["t1_convit_beats_deit"] == "not run"
     t2 = s["tables"]["table2"]["by_scale"]["full"]
     assert t2.pop("cost")["timed"] == 0  # these synthetic records carry no wall time
+    assert t2.pop("setting").startswith("probes only")  # their configs name no model
     assert t2 == {"measured": 20, "not_run": 10, "invalid": 0}  # the equal-size DeiT's 10 cells: no records here
     assert (results / "convit" / "figures" / "nonlocality-full.png").is_file()
     assert (results / "convit" / "figures" / "accuracy_vs_fraction-full.png").is_file()

@@ -6,7 +6,7 @@ scale runs, which claims it is designed to resolve, the models it trains), never
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from repro.plan.store import read_plan
@@ -23,6 +23,7 @@ class Assessment:
     verdicts: list[Verdict]       # every claim at every scale it applies to
     preconditions: list[Verdict]  # every precondition at every scale with records
     settings: dict[str, str]      # scale -> what was trained there, in words (provenance.setting)
+    table_settings: dict[tuple[str, str], str] = field(default_factory=dict)  # (table, scale) -> the same, one table's runs
 
 
 def read_plans(paper_id: str, records: list[dict], results_dir: Path) -> dict[str, dict]:
@@ -74,4 +75,8 @@ def assess(paper: Paper, records: list[dict], bad: list | None = None,
     records, unplanned = planned_only(records, plans)
     cmp = compare(paper, records, [*(bad or []), *unplanned], defined_cells(plans), resolves(plans), arch)
     settings = {s: setting([r for r in records if str(r.get("scale")) == s], arch) for s in cmp.scales}
-    return Assessment(cmp, judge_all(cmp), judge_preconditions(cmp), settings)
+    by_table = {}
+    for r in records:
+        by_table.setdefault((str(r.get("table")), str(r.get("scale"))), []).append(r)
+    table_settings = {key: setting(recs, arch) for key, recs in by_table.items()}
+    return Assessment(cmp, judge_all(cmp), judge_preconditions(cmp), settings, table_settings)

@@ -42,7 +42,8 @@ def summarize(a: Assessment, drawn: set | frozenset = frozenset()) -> dict:
         views = [v for v in cmp.views if v.table is t]
         tables[t.id] = {"attempted": t.reproduced, "cells": views[0].counts()["cells"] if views else 0,
                         "by_scale": {v.scale or "none": {**{k: n for k, n in v.counts().items() if k != "cells"},
-                                                         **({"cost": v.cost} if v.cost.get("runs") else {})}
+                                                         **({"cost": v.cost} if v.cost.get("runs") else {}),
+                                                         **_setting(a.table_settings, t.id, v.scale)}
                                      for v in views if t.reproduced}}
     return {
         "paper": cmp.paper.id,
@@ -60,6 +61,13 @@ def summarize(a: Assessment, drawn: set | frozenset = frozenset()) -> dict:
         "preconditions": [claim_entry(v, a.settings) for v in a.preconditions],
         "cells": cell_rows(cmp),
     }
+
+
+def _setting(table_settings: dict, table: str, scale: str | None) -> dict:
+    """What one table's runs trained, in words: its own epochs and seeds, which its scale's other tables may
+    not share (a 10-epoch table beside a 2-epoch one)."""
+    text = table_settings.get((table, str(scale)))
+    return {"setting": text} if text else {}
 
 
 def _write(path: Path, text: str) -> Path:

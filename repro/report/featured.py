@@ -61,16 +61,20 @@ def _at_scale(paper: Paper, summary: dict, scale: str, results_dir: Path) -> dic
              "claim": claims.get(r.key)} for r in table.rows]
     figures = [{"id": f.id, "caption": f"{f.caption} {EXPLAINS.get(f.kind, '')}", "src": _png(results_dir / paper.id / "figures" / f"{f.id}-{scale}.png")}
                for f in paper.figures if f.table == table.id]
-    return {"scale": scale, "smoke": is_smoke(scale), "setting": (summary.get("settings") or {}).get(scale, ""),
+    own = (((summary.get("tables") or {}).get(table.id) or {}).get("by_scale") or {}).get(scale) or {}
+    return {"scale": scale, "smoke": is_smoke(scale), "setting": own.get("setting") or (summary.get("settings") or {}).get(scale, ""),
             "columns": [c.label for c in columns], "rows": rows, "figures": [f for f in figures if f["src"]]}
 
 
 def featured(paper: Paper, summary: dict, results_dir: Path) -> dict | None:
-    """The index block of a paper with an ``index_table``, one entry per scale with records; else None."""
+    """The index block of a paper with an ``index_table``, one entry per scale that measured it; else None."""
     if not paper.index_table or paper.table(paper.index_table) is None:
         return None
     scales = sorted(summary.get("scales") or [], key=lambda s: (is_smoke(s), SCALE_ORDER.index(s)
                                                                if s in SCALE_ORDER else len(SCALE_ORDER)))
     table = paper.table(paper.index_table)
-    return {"id": paper.id, "title": paper.title, "caption": table.caption, "note": table.note,
-            "scales": [_at_scale(paper, summary, s, Path(results_dir)) for s in scales]}
+    blocks = [b for b in (_at_scale(paper, summary, s, Path(results_dir)) for s in scales)
+              if b["columns"]]  # a scale that does not measure the table shows nothing
+    if not blocks:
+        return None
+    return {"id": paper.id, "title": paper.title, "caption": table.caption, "note": table.note, "scales": blocks}
