@@ -114,3 +114,12 @@ def test_git_dirty_means_code_changed_not_results(tmp_path):
     assert git_state(tmp_path)["git_dirty"] is False and git_state(sub)["git_dirty"] is False
     (tmp_path / "model.py").write_text("x = 2")
     assert git_state(tmp_path)["git_dirty"] is True and git_state(sub)["git_dirty"] is True
+
+
+def test_a_rebuilt_report_keeps_a_group_writable_umask(tmp_path, monkeypatch):
+    """Reports follow the umask as records do: under 002 (a shared results folder) the group may rewrite them."""
+    from repro.report import build_index
+
+    monkeypatch.setattr(records, "_UMASK", 0o002)  # the umask the module read at import
+    page = build_index(tmp_path / "papers", tmp_path / "results")
+    assert page.stat().st_mode & 0o777 == 0o664

@@ -71,8 +71,7 @@ def _setting(table_settings: dict, table: str, scale: str | None) -> dict:
 
 
 def _write(path: Path, text: str) -> Path:
-    atomic_write_bytes(path, text.encode("utf-8"))
-    path.chmod(0o644)  # the temp file behind the atomic write is private; a report is for reading
+    atomic_write_bytes(path, text.encode("utf-8"))  # mode as an open() under the umask would give
     return path
 
 
