@@ -209,7 +209,9 @@ def test_the_index_table_shows_only_the_scales_that_measured_it(tmp_path):
     """A table run at one scale (the 10-epoch table: cpu only) heads the index without empty blocks for the others."""
     from repro.report.featured import featured
 
-    paper = load_paper(_toy_paper_file(tmp_path, EFFECTS_PAPER.replace("title: toy\n", "title: toy\nindex_table: t\n")))
+    (tmp_path / "toyfx").mkdir()
+    (tmp_path / "toyfx" / "paper.yaml").write_text(EFFECTS_PAPER.replace("title: toy\n", "title: toy\nindex_table: t\n"))
+    paper = load_paper(tmp_path / "toyfx" / "paper.yaml")
     cell = {"table": "t", "scale": "cpu", "row": "base", "column": "top1", "status": "measured", "mean": 51.0, "n": 3}
     summary = {"scales": ["cpu", "tiny"], "cells": [cell], "claims": [], "settings": {"cpu": "1-10 epochs; 1/3 seeds"},
                "tables": {"t": {"by_scale": {"cpu": {"setting": "10 epochs; 3 seeds"}}}}}
@@ -217,9 +219,3 @@ def test_the_index_table_shows_only_the_scales_that_measured_it(tmp_path):
     assert [s["scale"] for s in block["scales"]] == ["cpu"]
     assert block["scales"][0]["setting"] == "10 epochs; 3 seeds"  # the table's own runs, not the whole scale's
     assert featured(paper, {"scales": ["tiny"], "cells": [cell], "claims": []}, tmp_path) is None
-
-
-def _toy_paper_file(tmp_path, text: str):
-    (tmp_path / "toyfx").mkdir()
-    (tmp_path / "toyfx" / "paper.yaml").write_text(text)
-    return tmp_path / "toyfx" / "paper.yaml"

@@ -62,7 +62,8 @@ def _at_scale(paper: Paper, summary: dict, scale: str, results_dir: Path) -> dic
     figures = [{"id": f.id, "caption": f"{f.caption} {EXPLAINS.get(f.kind, '')}", "src": _png(results_dir / paper.id / "figures" / f"{f.id}-{scale}.png")}
                for f in paper.figures if f.table == table.id]
     own = (((summary.get("tables") or {}).get(table.id) or {}).get("by_scale") or {}).get(scale) or {}
-    return {"scale": scale, "smoke": is_smoke(scale), "setting": own.get("setting") or (summary.get("settings") or {}).get(scale, ""),
+    setting = own.get("setting") or (summary.get("settings") or {}).get(scale, "")  # the table's runs, else the scale's
+    return {"scale": scale, "smoke": is_smoke(scale), "setting": setting,
             "columns": [c.label for c in columns], "rows": rows, "figures": [f for f in figures if f["src"]]}
 
 
