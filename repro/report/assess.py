@@ -6,7 +6,7 @@ scale runs, which claims it is designed to resolve, the models it trains), never
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from repro.plan.store import read_plan
@@ -23,7 +23,7 @@ class Assessment:
     verdicts: list[Verdict]       # every claim at every scale it applies to
     preconditions: list[Verdict]  # every precondition at every scale with records
     settings: dict[str, str]      # scale -> what was trained there, in words (provenance.setting)
-    table_settings: dict[tuple[str, str], str] = field(default_factory=dict)  # (table, scale) -> the same, one table's runs
+    table_settings: dict[tuple[str, str], str]  # (table, scale) -> the same, for one table's runs
 
 
 def read_plans(paper_id: str, records: list[dict], results_dir: Path) -> dict[str, dict]:
