@@ -4,10 +4,13 @@
 # call starts a fresh shell. State lives outside the copied working tree (GS_DIR), which the next call's
 # copy may replace; evidence leaves the machine only through $OUT, so `wait` packs whatever is recorded.
 #
-#   bash benchmarks/gpu_session.sh prepare              # here, once: wheels into .whl/, the archive into data/
+#   bash benchmarks/gpu_session.sh prepare              # here, after the last commit: wheels into .whl/, the
+#                                                       # archive and the commit (data/git-state.env) into data/
 #   bash benchmarks/gpu_session.sh bench                # device: fast-path bench JSON into $OUT (<= 4.5 min)
-#   bash benchmarks/gpu_session.sh start 7m ARGS...     # device: a campaign under a deadline, detached (setsid)
-#   bash benchmarks/gpu_session.sh wait 270             # device: follow it up to 270 s, then pack into $OUT
+#   bash benchmarks/gpu_session.sh holdout              # device: the pilot split held out of train ($GS_DIR/pilot)
+#   TAG=a bash benchmarks/gpu_session.sh start 7m ARGS... # device: a campaign under a deadline, detached (setsid);
+#                                                       # campaigns with different TAGs run side by side
+#   bash benchmarks/gpu_session.sh wait 270             # device: follow them up to 270 s, then pack into $OUT
 #   bash benchmarks/gpu_session.sh pack                 # device: records, plans, bench JSON, logs -> one tar
 #
 # Carry `.whl` and `data` (ignored paths). ARGS are reproduce's key=value (paper=convit tables=[table2]);
@@ -27,6 +30,10 @@ prepare() {  # here: pure-Python wheels the device image lacks, and the dataset 
     "$PY" -m pip download -q --no-deps -d .whl hydra-core==1.3.8 omegaconf==2.3.1
     "$PY" -m pip wheel -q --no-deps -w .whl antlr4-python3-runtime==4.9.3  # an sdist on PyPI: built here
     mkdir -p data && cp -n "${1:-../shared/data/cifar10-jpeg.tar.xz}" data/
+    # the device's copy has no .git: its records name this commit (repro.records.git_state)
+    local dirty; dirty=$(git status --porcelain --untracked-files=no -- . ':!results' | grep -c . || true)
+    printf 'REPRO_GIT_SHA=%s\nREPRO_GIT_DIRTY=%s\n' "$(git rev-parse HEAD)" "$([ "$dirty" = 0 ] && echo 0 || echo 1)" \
+        >data/git-state.env
     ls -l .whl data
 }
 
@@ -37,6 +44,7 @@ setup() {  # every device call: install the wheels, unpack the data, seed the re
         "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$GS_DIR/site" .whl/*.whl
     fi
     export PYTHONPATH="$GS_DIR/site${PYTHONPATH:+:$PYTHONPATH}"
+    if [ -f data/git-state.env ]; then set -a; . data/git-state.env; set +a; fi
     if [ ! -d "$REPRO_DATA_DIR/cifar10-jpeg/train" ]; then
         mkdir -p "$REPRO_DATA_DIR" && tar -xJf "$ARCHIVE" -C "$REPRO_DATA_DIR"
     fi
@@ -52,7 +60,7 @@ pack() {  # one tar of what the campaign recorded (records, plans, bench JSON) a
          "here: tar -xzf <files_at>/results-$SCALE.tar.gz -C results"
 }
 
-verb=${1:?verb: prepare, bench, start, wait or pack}; shift
+verb=${1:?verb: prepare, bench, holdout, start, wait or pack}; shift
 [ "$verb" = prepare ] && { prepare "$@"; exit; }
 setup
 [ -f "$GS_DIR/started" ] || touch "$GS_DIR/started"
@@ -62,16 +70,20 @@ case "$verb" in
         timeout "${BENCH_LIMIT_S:-270}" "$PY" -m benchmarks.fastpath ${BENCH_ARGS:---processes --compile} \
             --out "$REPRO_RESULTS_DIR/bench" 2>&1 | tee "$GS_DIR/bench.log" || echo "bench: failed or stopped at its limit"
         cp "$REPRO_RESULTS_DIR"/bench/*-fastpath.json "$OUT/" 2>/dev/null || true ;;
+    holdout)  # a pilot chooses its protocol on 500 images a class held out of train, never the test set
+        [ -d "$GS_DIR/pilot/val" ] || "$PY" -m repro.data.holdout "$REPRO_DATA_DIR/cifar10-jpeg" "$GS_DIR/pilot" --per-class 500 ;;
     start)
         deadline=${1:?start DEADLINE (24m, or a UTC time) key=value ...}; shift
-        setsid bash -c 'echo $$ >"$0/campaign.pid"; exec "$@"' "$GS_DIR" "$PY" -m repro.run.deadline "$deadline" \
+        tag=${TAG:-campaign}
+        setsid bash -c 'echo $$ >"$0"; exec "$@"' "$GS_DIR/$tag.pid" "$PY" -m repro.run.deadline "$deadline" \
             --margin "${MARGIN:-60}" --hold-back reproduce "scale=$SCALE" "data=$DATA" report=false runtime.progress=false "$@" \
-            >"$GS_DIR/campaign.log" 2>&1 </dev/null &
-        sleep 5; cat "$GS_DIR/campaign.log" ;;
-    wait)
+            >"$GS_DIR/$tag.log" 2>&1 </dev/null &
+        sleep 5; cat "$GS_DIR/$tag.log" ;;
+    wait)  # until every campaign started here has ended, or the time is up
         end=$((SECONDS + ${1:-540}))
-        while [ $SECONDS -lt "$end" ] && kill -0 "$(cat "$GS_DIR/campaign.pid")" 2>/dev/null; do sleep 5; done
-        tail -n 15 "$GS_DIR/campaign.log" || true; pack ;;
+        running() { for f in "$GS_DIR"/*.pid; do kill -0 "$(cat "$f")" 2>/dev/null && return 0; done; return 1; }
+        while [ $SECONDS -lt "$end" ] && running; do sleep 5; done
+        for f in "$GS_DIR"/*.pid; do echo "== ${f%.pid}.log"; tail -n 8 "${f%.pid}.log" || true; done; pack ;;
     pack) pack ;;
-    *) echo "unknown verb $verb: prepare, bench, start, wait or pack" >&2; exit 2 ;;
+    *) echo "unknown verb $verb: prepare, bench, holdout, start, wait or pack" >&2; exit 2 ;;
 esac

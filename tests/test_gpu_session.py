@@ -44,4 +44,20 @@ def test_a_verb_it_does_not_know_is_one_line_and_exit_2(tmp_path):
     env = {**os.environ, "OUT": str(tmp_path / "out"), "GS_DIR": str(tmp_path / "gs"), "PY": sys.executable,
            "REPRO_RESULTS_DIR": str(tmp_path / "results"), "REPRO_DATA_DIR": str(tmp_path / "data")}
     bad = _run(env, "train")
-    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "prepare, bench, start" in bad.stderr
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "prepare, bench, holdout, start" in bad.stderr
+
+
+def test_wait_follows_every_tagged_campaign_to_its_end(tmp_path):
+    """Two pilots side by side (TAG=a, TAG=b): `wait` returns once both have ended, not when the first has."""
+    (tmp_path / "data" / "cifar10-jpeg" / "train").mkdir(parents=True)
+    (tmp_path / "results").mkdir()
+    fake = tmp_path / "py"  # stands in for python: imports anything (-c), else sleeps as its last argument says
+    fake.write_text('#!/bin/sh\n[ "$1" = -c ] && exit 0\nfor a; do last=$a; done\nsleep "$last"; echo "ended after $last s"\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "GS_DIR": str(tmp_path / "gs"), "PY": str(fake),
+           "REPRO_RESULTS_DIR": str(tmp_path / "results"), "REPRO_DATA_DIR": str(tmp_path / "data")}
+    for tag, secs in (("a", "1"), ("b", "8")):
+        assert _run({**env, "TAG": tag}, "start", "1m", secs).returncode == 0
+    done = _run(env, "wait", "40")
+    assert done.returncode == 0, done.stderr
+    assert "ended after 1 s" in done.stdout and "ended after 8 s" in done.stdout

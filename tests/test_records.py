@@ -116,6 +116,19 @@ def test_git_dirty_means_code_changed_not_results(tmp_path):
     assert git_state(tmp_path)["git_dirty"] is True and git_state(sub)["git_dirty"] is True
 
 
+def test_a_copy_without_git_takes_its_commit_from_where_it_was_copied(tmp_path, monkeypatch):
+    """A device machine runs a copy of the tree with no .git: its records name the commit the copy was made at."""
+    from repro.records import git_state
+
+    monkeypatch.delenv("REPRO_GIT_SHA", raising=False)
+    assert git_state(tmp_path) == {"git_sha": "unknown", "git_dirty": False}
+    monkeypatch.setenv("REPRO_GIT_SHA", "a" * 40)
+    monkeypatch.setenv("REPRO_GIT_DIRTY", "0")
+    assert git_state(tmp_path) == {"git_sha": "a" * 40, "git_dirty": False}
+    monkeypatch.delenv("REPRO_GIT_DIRTY")  # not said: not claimed clean
+    assert git_state(tmp_path)["git_dirty"] is True
+
+
 def test_a_rebuilt_report_keeps_a_group_writable_umask(tmp_path, monkeypatch):
     """Reports follow the umask as records do: under 002 (a shared results folder) the group may rewrite them."""
     from repro.report import build_index
