@@ -164,8 +164,8 @@ def git_state(cwd: Path | None = None) -> dict:
     """Commit sha and dirty flag of the checkout, or 'unknown' outside git.
 
     Dirty means tracked code or config differs from the commit; the repository's own results/ folder
-    is left out, since writing records and reports there is what runs do. A copy of the tree without
-    its .git (a device machine's) takes both from REPRO_GIT_SHA / REPRO_GIT_DIRTY, set where it was copied.
+    is left out, since writing records and reports there is what runs do. REPRO_GIT_SHA / REPRO_GIT_DIRTY,
+    set where a copy of the tree was made (a device machine's, whose .git may hold another commit), win.
     """
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
@@ -175,6 +175,6 @@ def git_state(cwd: Path | None = None) -> dict:
         dirty = bool(git("status", "--porcelain", "--untracked-files=no", "--", ":(top)", ":(top,exclude)results"))
     except (OSError, subprocess.SubprocessError):
         sha, dirty = "unknown", False
-    if sha == "unknown" and os.environ.get("REPRO_GIT_SHA"):
+    if os.environ.get("REPRO_GIT_SHA"):
         sha, dirty = os.environ["REPRO_GIT_SHA"], os.environ.get("REPRO_GIT_DIRTY", "1") != "0"
     return {"git_sha": sha, "git_dirty": dirty}

@@ -116,8 +116,9 @@ def test_git_dirty_means_code_changed_not_results(tmp_path):
     assert git_state(tmp_path)["git_dirty"] is True and git_state(sub)["git_dirty"] is True
 
 
-def test_a_copy_without_git_takes_its_commit_from_where_it_was_copied(tmp_path, monkeypatch):
-    """A device machine runs a copy of the tree with no .git: its records name the commit the copy was made at."""
+def test_a_copy_takes_its_commit_from_where_it_was_copied(tmp_path, monkeypatch):
+    """A device machine runs a copy of the tree whose .git, if any, may name another commit (one slot's said the
+    session's first commit, dirty): its records name the commit the copy was made at."""
     from repro.records import git_state
 
     monkeypatch.delenv("REPRO_GIT_SHA", raising=False)

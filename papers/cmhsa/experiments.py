@@ -21,8 +21,9 @@ Scales:
          split: README "Regime"), 1 warm-up epoch, 3 seeds, two runs at a time. Table 1's CMHSA rows
          (the baselines' DeiT augmentation is off at cpu, so their rows would not be DeiT's), the switch
          table (CMHSA-3 with the exact transfer), Figure 2, and the time probes.
-- small: CIFAR-10 at 32 px, patch 8, CMHSA 6 layers (9 heads of 192, FFN 768), baselines 12 layers at
-         the same width, batch 128, 5 warm-up epochs, E = 50; one GPU. Defined, not run yet.
+- small: CIFAR-10 at 32 px, the first 20 % of each class, patch 8, CMHSA 6 layers (9 heads of 192, FFN 768),
+         baselines 12 layers at the same width, batch 128, 5 warm-up epochs, E = 20 (the held-out pilot's
+         rule: README "Regime"); one GPU.
 - full:  Appendix B: CIFAR-100 at 224 px, patch 16, CMHSA 6 layers, 9 heads of size 768, FFN 3072,
          GAP head, E = 200 (baselines 400), AdamW, batch 128, 5 warm-up epochs, cosine, DeiT recipe.
 """
@@ -60,11 +61,11 @@ PROTOCOL = {
         "recipe": {"warmup_epochs": 1}, "timing": {"rounds": 5, "steps": 5},
         "table1_rows": ("cmhsa3_1st", "cmhsa5_1st", "cmhsa_2nd", "cmhsa3", "cmhsa5"),
     },
-    "small": {
+    "small": {  # E = 20 on 20 % of each class: the first candidate its held-out pilot put in the regime (README)
         "suffix": "_c32", "cmhsa": {},
         "base": {"patch_size": 8, "depth": 12, "embed_dim": 192, "num_heads": 12},
         "small": {"patch_size": 8, "depth": 12, "embed_dim": 96, "num_heads": 6},
-        "epochs": 50, "seeds": 3, "data": {},
+        "epochs": 20, "seeds": 3, "data": {"fraction": 0.2},
         "recipe": {"batch_size": 128, "warmup_epochs": 5}, "timing": {"rounds": 5, "steps": 10},
     },
     "full": {

@@ -22,8 +22,13 @@ import math
 
 import torch
 from torch.func import functional_call, stack_module_state, vmap
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from .recipe import build_optimizer, build_scheduler, learning_rate
+
+# SDPA's memory-efficient kernel, under vmap on an H200 (torch 2.11), fails its backward with "LSE is not
+# correctly aligned (strideH)" (benchmarks/README.md, "A GPU slot"): the fused step leaves it out
+VMAP_SAFE_SDPA = [SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION, SDPBackend.MATH]
 
 # recipe keys that may differ between the runs of a group; every other key must be equal
 PER_RUN = ("lr", "base_lr", "clip_grad")
@@ -93,9 +98,10 @@ class FusedRuns:
     def step(self, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """One optimizer step of every run on its own batch (x: K x B x ...); the K losses, on the device."""
         self.base.train()
-        losses = vmap(self._loss, randomness="different")(self.params, self.buffers, x, targets)
-        grads = torch.autograd.grad(losses.sum(), list(self.params.values()))  # runs are independent: run k's
-        names = list(self.params)  # gradient is its own loss's
+        with sdpa_kernel(VMAP_SAFE_SDPA):  # runs are independent: run k's gradient is its own loss's
+            losses = vmap(self._loss, randomness="different")(self.params, self.buffers, x, targets)
+            grads = torch.autograd.grad(losses.sum(), list(self.params.values()))
+        names = list(self.params)
         t = torch.full((), float(self.step_count + 1), device=self.device)  # a fill kernel: no host sync
         with torch.no_grad():
             self.grad_norm = self.update(
