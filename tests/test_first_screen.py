@@ -141,7 +141,7 @@ def test_first_screen_rows_carry_setting_effects_interval_and_verdict(built):
     assert len(rows) == 2 and all('<svg class="forest"' in r for r in rows)
     ahead, learnt = rows
     assert ">-0.5<" in ahead and "<b>+1</b>" in ahead  # past the margin: paper 81.3 - 79.8 - 2, ours 53.5 - 50.5 - 2
-    assert "10 epochs, 3 seeds" in ahead and "ConViT, depth 6, 9 heads, 0.86M" in ahead
+    assert "10 epochs · " in ahead and "3 seeds" in ahead and "ConViT, depth 6, 9 heads, 0.86M" in ahead
     assert "v-outside-regime" in learnt and "under-trained" in learnt
     index = (built / "index.html").read_text()
     assert index.index('id="glance-gl"') < index.index('id="papers"') and "gl/report.html#claim-ahead-full" in index

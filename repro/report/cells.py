@@ -19,6 +19,7 @@ import numpy as np
 
 from repro.records import RecordError
 from repro.report.provenance import as_dict, hardware_label, protocol_label, protocol_parts
+from repro.report.setting import counted_params, run_setting
 from repro.paper import Column, Paper, PaperValue, Ref, Table, decimals_of, prints_as
 
 SCALE_ORDER = ("full", "small", "cpu", "tiny")  # most informative first: pages lead with it
@@ -305,6 +306,7 @@ class Comparison:
     resolves: dict[str, set] = field(default_factory=dict)  # scale -> training claims it is designed to resolve
     defined: dict[str, set] = field(default_factory=dict)   # scale -> (table, row, column) cells its runs fill
     models: dict = field(default_factory=dict)  # registered model name -> its constructor arguments (the plans)
+    counted: dict = field(default_factory=dict)  # architecture -> parameters counted on some record (setting.py)
 
     def runs_table(self, table: str, scale: str | None) -> bool:
         """Do this scale's experiments run any cell of the table? (True when unknown)"""
@@ -398,7 +400,8 @@ def test_set_size(data: dict) -> int | None:
     return FULL_TEST_SET.get(str(data.get("name")))
 
 
-def _measured_cell(table: Table, row, col: Column, scale: str | None, runs, models: dict | None = None) -> Cell:
+def _measured_cell(table: Table, row, col: Column, scale: str | None, runs, models: dict | None = None,
+                   counted: dict | None = None) -> Cell:
     paper = row.values.get(col.key)
     cell = Cell(table.id, row.key, col, scale, paper, NOT_RUN, printed=table.printed,
                 like_for_like=scale == "full" or table.is_scale_free(col.key))
@@ -420,7 +423,8 @@ def _measured_cell(table: Table, row, col: Column, scale: str | None, runs, mode
             seed = rec.get("seed")
             seeds.append(seed if isinstance(seed, (int, str)) or seed is None else repr(seed))
             ids.append(rec["run_id"])
-    parts = [protocol_parts(rec, models) for rec, _ in finished]
+    parts = [{**protocol_parts(rec, models), **{k: v for k, v in run_setting(rec, models, counted).items()
+                                                 if v is not None}} for rec, _ in finished]
     sources: dict[str, list[str]] = {}
     for (rec, _), part in zip(finished, parts):
         sources.setdefault(protocol_label([part]), []).append(rec["run_id"])
@@ -489,7 +493,7 @@ def _derived_cell(table: Table, row, col: Column, scale, cells) -> Cell:
 
 
 def table_view(paper: Paper, table: Table, scale: str | None, index, defined: set | None = None,
-               models: dict | None = None) -> TableView:
+               models: dict | None = None, counted: dict | None = None) -> TableView:
     """Every cell of one table at one scale; ``defined``: the (table, row, column) cells this scale's
     experiments run, when known."""
     cells: dict[tuple[str, str], Cell] = {}
@@ -497,7 +501,7 @@ def table_view(paper: Paper, table: Table, scale: str | None, index, defined: se
         for col in table.columns:
             if not col.derived:
                 runs = index.get((scale, table.id, row.key, col.key), [])
-                cells[(row.key, col.key)] = cell = _measured_cell(table, row, col, scale, runs, models)
+                cells[(row.key, col.key)] = cell = _measured_cell(table, row, col, scale, runs, models, counted)
                 if defined is not None and cell.status == NOT_RUN:
                     cell.scheduled = (table.id, row.key, col.key) in defined
         for col in table.columns:
@@ -547,12 +551,12 @@ def compare(paper: Paper, records: list[dict], bad: list[RecordError] | None = N
     """
     index, problems = index_records(paper, records)
     problems = [str(p) for p in paper.problems] + [str(e) for e in (bad or [])] + problems
-    used = {s for (s, *_rest) in index}
+    used, counted = {s for (s, *_rest) in index}, counted_params(records, models)
     scales = order_scales(used)
     views = []
     for table in paper.tables:
         own = order_scales({s for (s, t, *_r) in index if t == table.id}) if table.reproduced else []
         for scale in own or [None]:
-            views.append(table_view(paper, table, scale, index, (defined or {}).get(scale), models))
+            views.append(table_view(paper, table, scale, index, (defined or {}).get(scale), models, counted))
     return Comparison(paper, scales, views, records, index, problems, dict(resolves or {}), dict(defined or {}),
-                      dict(models or {}))
+                      dict(models or {}), counted)

@@ -1,7 +1,7 @@
 """The data files a researcher loads in one line (``pd.read_csv``): cells.csv, claims.csv, comparisons.csv.
 
-cells.csv: one row per cell and scale, with the setting its runs used (dataset and the share of it, model by
-measured size, parameters, epochs), unit, n, mean, sd, 95 % interval, the per-seed values and the record ids.
+cells.csv: one row per cell and scale, with the setting its runs used (dataset and the share of it, image size,
+trained or at initialisation, model family and measured size, parameters, epochs, device), unit, n, mean, sd, 95 % interval, the per-seed values and the record ids.
 claims.csv: one row per claim (and precondition) and scale, quoted from the comparison its verdict rests on:
 text, verdict, effect, interval, p, n, margin, the two means, preconditions with their measured values.
 comparisons.csv: every comparison of every claim, in numbers (summary.json's fields).
@@ -18,7 +18,8 @@ from repro.report.assess import Assessment
 from repro.report.cells import CITED, Cell, Comparison
 from repro.report.glance import row as claim_row
 
-CELL_FIELDS = ["paper", "table", "row", "column", "scale", "dataset", "fraction", "model", "params", "epochs", "unit",
+CELL_FIELDS = ["paper", "table", "row", "column", "scale", "dataset", "fraction", "img_size", "state", "family", "model",
+               "params", "epochs", "device", "unit",
                "n", "mean", "sd", "ci_low", "ci_high", "values", "seeds", "record_ids", "paper_printed", "paper_value",
                "paper_dataset", "protocol", "like_for_like", "status", "delta", "agrees", "at_chance", "claims"]
 UNITS = (("top1", "%"), ("top5", "%"), ("loss", "nats"), ("params", "parameters"), ("flops", "FLOPs"),
@@ -80,6 +81,8 @@ def cell_rows(cmp: Comparison) -> list[dict]:
                 runs, low_high = c.runs_protocol, interval(c)
                 rows.append({"paper": cmp.paper.id, "table": view.table.id, "row": r.key, "column": col.key,
                              "scale": view.scale, "dataset": _joined(runs, "data"), "fraction": _joined(runs, "fraction"),
+                             "img_size": _joined(runs, "img_size"), "state": _joined(runs, "state"),
+                             "family": _joined(runs, "family"), "device": _joined(runs, "device"),
                              "model": _joined(runs, "label") or _joined(runs, "model"), "params": _joined(runs, "params"),
                              "epochs": _joined(runs, "epochs"), "unit": unit(cmp, c, view.scale), "n": c.n,
                              "mean": c.mean, "sd": c.std, "ci_low": low_high[0], "ci_high": low_high[1],

@@ -12,7 +12,8 @@ from __future__ import annotations
 from repro.report.assess import Assessment
 from repro.report.cells import Comparison, order_scales
 from repro.report.pairwise import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, OUTSIDE, Check, Verdict, decisive, p_sides
-from repro.report.provenance import _joined, as_dict, data_label, model_label
+from repro.report.provenance import _joined
+from repro.report.setting import joined, run_setting
 from repro.report.tally import headline, headline_text, kind
 from repro.runs import is_smoke
 from repro.paper import Paper, Ref
@@ -79,20 +80,14 @@ def _records(cmp: Comparison, ref: Ref, scale: str) -> list[dict]:
 
 
 def setting(cmp: Comparison, checks: list[Check], scale: str) -> dict:
-    """What the compared runs were trained in, from their own configs: data (with the share used), models by
-    measured size, epochs, seeds per cell."""
+    """What the compared runs measured, from their own records (setting.py): image size, trained or at init,
+    models by family and measured size, data and its share, epochs, device; seeds per cell."""
     recs = {r.get("run_id"): r for c in checks for ref in (c.lhs, c.rhs) for r in _records(cmp, ref, scale)}
-    recs = [r for r in recs.values() if r.get("status") == "finished"]
-    configs = [as_dict(r.get("config")) for r in recs]
-    epochs = _joined(as_dict(r.get("metrics")).get("epochs") for r in recs if r.get("kind", "train") == "train")
+    out = joined([run_setting(r, cmp.models, cmp.counted) for r in recs.values() if r.get("status") == "finished"])
     seeds = _joined(c.n for ref in {x for ch in checks for x in (ch.lhs, ch.rhs)} if ref.const is None
                     for c in [cmp.cell(ref, scale)] if c is not None and c.n)
-    out = {"data": "; ".join(sorted({data_label(c) for c in configs if as_dict(c.get("data"))})),
-           "models": sorted({m for r in recs if (m := model_label(r, cmp.models))}), "epochs": epochs, "seeds": seeds}
-    budget = ", ".join(x for x in (f"{epochs} epochs" if epochs else "",
-                                   f"{seeds} seed{'s' if seeds != '1' else ''}" if seeds else "") if x)
-    out["budget"], out["lines"] = budget, [x for x in (out["data"], *out["models"], budget) if x]
-    out["text"] = "; ".join(out["lines"])
+    out["seeds"] = seeds
+    out["text"] += f" · {seeds} seed{'s' if seeds != '1' else ''}" if seeds else ""
     return out
 
 
@@ -144,7 +139,7 @@ def row(cmp: Comparison, v: Verdict, drawn: set | frozenset = frozenset()) -> di
     under = [p for p, r in zip(v.preconditions, pre) if not r["met"] and (_floor(p) or p.claim.budget)]
     return {"id": v.claim.id, "text": v.claim.text, "kind": kind(v), "scale": v.scale, "verdict": v.verdict,
             "label": v.label, **chip(v.verdict), "result": v.result or None,
-            "setting": setting(cmp, v.checks, v.scale),
+            "setting": setting(cmp, [c] if c else v.checks, v.scale),
             "compared": f" {c.relation} ".join(pair_labels(paper, c.lhs, c.rhs)) if c else "",
             "comparisons": len(v.checks), "relation": c.relation if c else "", "unit": _unit(paper, c.lhs) if c else "",
             "means": [_num(x) for x in c.means] if c and c.means else None, "margin": _num(c.margin) if c else None,
@@ -166,8 +161,8 @@ def first_screen(a: Assessment, drawn: set | frozenset = frozenset()) -> list[di
             continue
         rows = [row(cmp, v, drawn) for v in a.verdicts
                 if v.scale == scale and kind(v) in CENTRAL and v.claim.evidence == "training" and v.verdict in SHOWN]
-        budget = "" if scale == "full" else (f"at this budget ({a.settings.get(scale, '')}), not the paper's "
-                                             "protocol: a verdict here is a finding about this setting")
+        budget = "" if scale == "full" else ("at this budget, not the paper's protocol: each row names its own "
+                                             "runs' setting, and its verdict is a finding about that setting")
         out.append({"scale": scale, "setting": a.settings.get(scale, ""), "budget": budget, "rows": rows,
                     "counts": heads.get(scale, "")})
     return sorted(out, key=lambda b: not b["rows"])  # scales that judge a claim first

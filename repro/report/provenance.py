@@ -44,24 +44,41 @@ def percent(share: float) -> str:
 FAMILIES = {"deit": "DeiT", "convit": "ConViT", "cmhsa": "CMHSA", "augvit": "Aug-ViT", "vit": "ViT"}
 
 
-def model_label(rec: dict, models: dict | None = None) -> str:
+NORMS = {"post_ln": "Post-LN", "res_post_ln": "Res-Post-LN"}  # block norms named beside the family
+
+
+def family(name: str, arch: dict) -> str:
+    """The family a model is, by what it builds rather than the class it was registered from: a DeiT with
+    augmented shortcuts is an Aug-ViT, one with GPSA layers a ConViT; a non-default block norm is named."""
+    stem = name.removeprefix("repro_").split("_")[0]
+    out = FAMILIES.get(stem, stem)
+    if stem == "deit" and (arch.get("aug_paths") or 0) > 0:
+        out = "Aug-ViT"
+    elif stem == "deit" and (arch.get("gpsa_layers") or 0) > 0:
+        out = "ConViT"
+    out += " (conv)" if "conv" in name.split("_") else ""
+    return out + (f" ({NORMS[arch['norm']]})" if arch.get("norm") in NORMS else "")
+
+
+def model_label(rec: dict, models: dict | None = None, params: float | None = None, note: str = "") -> str:
     """A trained model named by what was measured, not by the paper's size name: 'ConViT, depth 6, 9 heads,
-    0.86M' (family from the registered name, shape from its config or metrics, parameters counted)."""
+    0.86M' (family from what the model builds, shape from its config or metrics, parameters counted; ``params``
+    a count made on another record of the same architecture, ``note`` how it was made)."""
     config, metrics = as_dict(rec.get("config")), as_dict(rec.get("metrics"))
     name = str(as_dict(config.get("model")).get("name") or "")
     if not name:
         return ""
-    stem = name.removeprefix("repro_").split("_")[0]
     arch = {**{k: metrics[k] for k in ("depth",) if isinstance(metrics.get(k), int)},
             **({"num_heads": metrics["heads"]} if isinstance(metrics.get("heads"), int) else {}),
             **_architecture(config, models)}
-    parts = [FAMILIES.get(stem, stem) + (" (conv)" if "conv" in name.split("_") else "")]
+    parts = [family(name, arch)]
     if isinstance(arch.get("depth"), int):
         parts.append(f"depth {arch['depth']}")
     if isinstance(arch.get("num_heads"), int) and arch["num_heads"] > 0:
         parts.append(f"{arch['num_heads']} head{'s' if arch['num_heads'] != 1 else ''}")
-    if isinstance(metrics.get("params"), (int, float)):
-        parts.append(params_text(metrics["params"]))
+    params = metrics.get("params") if params is None else params
+    if isinstance(params, (int, float)):
+        parts.append(params_text(params) + (f" ({note})" if note else ""))
     return ", ".join(parts)
 
 

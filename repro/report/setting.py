@@ -1,0 +1,99 @@
+"""The setting a number was measured in, per run: image size, trained or at initialisation, model family and
+size, data and the share of it, epochs and device.
+
+Why per run: a claim's effect is quoted from one comparison, and the setting beside it must be that
+comparison's runs', not its scale's (a probe of a 224-px Aug-ViT-S at initialisation is no 32-px, 20-epoch
+training). A probe that counts no parameters borrows the count of the same architecture from the record that
+counted it, naming the class head that count was made with when it differs from the probe's own.
+"""
+from __future__ import annotations
+
+import json
+
+from repro.report.provenance import (DATASET_NAMES, _architecture, _joined, as_dict, family, fraction, model_label,
+                                      percent)
+
+NOT_SHAPE = ("num_classes", "drop_rate", "drop_path_rate", "attn_drop_rate", "proj_drop_rate")  # no weight count
+
+
+def state(rec: dict) -> str:
+    """'trained' (a training run, or a probe of one's checkpoint) or 'at init' (a probe of a fresh model)."""
+    return "trained" if rec.get("kind", "train") == "train" or as_dict(rec.get("config")).get("source") else "at init"
+
+
+def image_size(config: dict) -> int | None:
+    """The size the model saw: its own img_size, a probe's, else the data's (how create_model resolves it)."""
+    for part in (as_dict(as_dict(config.get("model")).get("kwargs")), as_dict(config.get("probe_args")),
+                 as_dict(config.get("args")), as_dict(config.get("data"))):
+        if isinstance(part.get("img_size"), int):
+            return part["img_size"]
+    return None
+
+
+def classes(config: dict) -> int | None:
+    kwargs, data = as_dict(as_dict(config.get("model")).get("kwargs")), as_dict(config.get("data"))
+    n = kwargs.get("num_classes", data.get("num_classes"))
+    return n if isinstance(n, int) else None
+
+
+def _shape_key(config: dict, models: dict) -> str:
+    """The registered name and the constructor arguments that set a weight count (the class head apart)."""
+    arch = {k: v for k, v in _architecture(config, models).items() if k not in NOT_SHAPE}
+    name = str(as_dict(config.get("model")).get("name") or "")
+    return json.dumps([name, {**arch, "img_size": image_size(config)}], sort_keys=True, default=str)
+
+
+def counted_params(records: list[dict], models: dict | None = None) -> dict[str, tuple[int, int | None]]:
+    """Architecture -> (parameters, classes in the head they were counted with), from every record counting them."""
+    out = {}
+    for rec in records:
+        config, n = as_dict(rec.get("config")), as_dict(rec.get("metrics")).get("params")
+        if as_dict(config.get("model")).get("name") and isinstance(n, (int, float)):
+            out.setdefault(_shape_key(config, models or {}), (int(n), classes(config)))
+    return out
+
+
+def device(prov: dict) -> str:
+    """'cpu' or the accelerator's name; a run resumed elsewhere names each device in turn."""
+    trail = prov.get("devices")
+    if isinstance(trail, list) and len(trail) > 1 and all(isinstance(t, dict) for t in trail):
+        return " then ".join(dict.fromkeys(str(t.get("device")) for t in trail))
+    return str(prov.get("device") or "unknown device")
+
+
+def run_setting(rec: dict, models: dict | None = None, counted: dict | None = None) -> dict:
+    """One run's setting as data (image size, state, model family and size, data share, epochs, device)."""
+    config, metrics, models = as_dict(rec.get("config")), as_dict(rec.get("metrics")), models or {}
+    params, head = metrics.get("params"), ""
+    if not isinstance(params, (int, float)) and as_dict(config.get("model")).get("name"):
+        params, counted_with = (counted or {}).get(_shape_key(config, models), (None, None))
+        head = f"{counted_with}-class head" if params is not None and counted_with != classes(config) else ""
+    size, trained = image_size(config), state(rec)
+    data = as_dict(config.get("data"))
+    name = next((str(data[k]) for k in ("name", "dataset") if data.get(k)), "")
+    model = str(as_dict(config.get("model")).get("name") or "")
+    return {"img_size": size, "state": trained, "family": family(model, _architecture(config, models)) if model else "",
+            "label": model_label(rec, models, params, head), "params": int(params) if params is not None else None,
+            "fraction": fraction(config) or 1.0, "dataset": DATASET_NAMES.get(name, name),
+            "epochs": metrics.get("epochs") if trained == "trained" and isinstance(metrics.get("epochs"), int) else None,
+            "device": device(as_dict(rec.get("provenance")))}
+
+
+def joined(runs: list[dict]) -> dict:
+    """Several runs' settings in one: each fact's distinct values, 'pooled' where they ran on several devices,
+    and ``text``, the line shown beside a number ('224 px · at init · Aug-ViT, depth 12, 6 heads, 22.1M · ...')."""
+    def values(key: str) -> list:
+        return sorted({r[key] for r in runs if r.get(key) is not None}, key=str)
+    sizes, states, devices = values("img_size"), values("state"), values("device")
+    share = _joined(percent(f) if f < 1 else "all" for f in values("fraction"))
+    data = "; ".join(values("dataset"))
+    epochs = _joined(values("epochs"))
+    out = {"img_size": sizes, "state": states, "models": values("label"), "families": values("family"),
+           "params": values("params"), "fraction": values("fraction"), "epochs": epochs, "devices": devices,
+           "pooled": len(devices) > 1,
+           "data": f"{share} of {data}" if data and share else data}
+    parts = ["/".join(f"{s} px" for s in sizes), " + ".join(states), *out["models"], out["data"],
+             f"{epochs} epochs" if epochs else "",
+             ("pooled: " + " + ".join(devices)) if out["pooled"] else "".join(devices)]
+    out["text"] = " · ".join(p for p in parts if p)
+    return out
