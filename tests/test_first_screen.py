@@ -222,7 +222,7 @@ def test_a_budget_precondition_not_met_says_under_trained_and_names_both_tables(
         readme.write_text("<!-- results:begin -->\n<!-- results:end -->\n")
     write_readmes(papers, results)
     assert "; under-trained (pre_enough not met) |" in (papers / "bud" / "README.md").read_text()
-    assert "2 outside regime (1 under-trained) |" in (tmp_path / "README.md").read_text()  # and the README's table
+    assert "| 2 outside regime (1 under-trained) |" in (tmp_path / "README.md").read_text()  # and the README's table
 
 
 def test_budget_is_a_preconditions_key_only(tmp_path):

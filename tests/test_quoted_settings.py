@@ -59,3 +59,78 @@ def test_a_variant_is_named_by_what_it_builds():
     assert run_setting(rec)["family"] == "Aug-ViT"
     rec["config"]["model"]["kwargs"] = {"norm": "res_post_ln"}
     assert run_setting(rec)["family"] == "DeiT (Res-Post-LN)"
+
+
+# Every block is cut from one source: the README blocks quote the report's rows.
+
+def _block(path: Path) -> str:
+    text = path.read_text()
+    return text[text.index("<!-- results:begin -->"):text.index("<!-- results:end -->")]
+
+
+def _papers() -> list[str]:
+    return sorted(p.parent.name for p in (ROOT / "papers").glob("*/paper.yaml"))
+
+
+def test_top_readme_counts_the_papers_cited_ours_and_theory_apart_and_names_theory_fails():
+    block = _block(ROOT / "README.md")
+    assert "| the paper's training claims | cited | ours | theory | preconditions |" in block
+    lines = block.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| [respostln]"))
+    cpu = next(line for line in lines[start:] if "| cpu |" in line)
+    assert "`t4_res_post_ln_below_pre_ln`" in cpu
+    cmhsa = next(line for line in block.splitlines() if line.startswith("| [cmhsa]"))
+    assert cmhsa.split("|")[3].strip() == "4 inconclusive, 1 outside regime"  # the paper's claims: none holds
+    tiny = [line for line in block.splitlines() if "| tiny |" in line]
+    assert tiny and all(line.split("|")[3].strip() == "smoke" for line in tiny)  # no training judged there
+
+
+def test_every_readme_row_quotes_the_reports_deciding_comparison():
+    """A paper README's effect is the report's (claims.csv, the comparison its verdict rests on), never the
+    weakest of several comparisons chosen apart."""
+    for pid in _papers():
+        claims = {(r["claim"], r["scale"]): r for r in csv.DictReader((ROOT / "results" / pid / "claims.csv").open())}
+        scale = None
+        for line in _block(ROOT / "papers" / pid / "README.md").splitlines():
+            if line.startswith("**"):
+                scale = line.split("**")[1]
+            if line.startswith("| `"):
+                cells = [c.strip() for c in line.split("|")]
+                claim = claims[(cells[1].split("`")[1], scale)]
+                assert cells[3].split(" ")[0] == f"{float(claim['effect']):+.3g}", (pid, cells[1])
+                paper = f"{float(claim['paper_effect']):+.3g}" if claim["paper_effect"] else "-"
+                assert cells[4] == paper, (pid, cells[1])
+
+
+def test_no_precondition_reads_holds_or_fails_in_any_file():
+    words = ("holds", "fails")
+    for pid in _papers():
+        summary = json.loads((ROOT / "results" / pid / "summary.json").read_text())
+        ids = {c["id"] for c in summary["preconditions"]}
+        for c in summary["preconditions"]:
+            assert c["verdict"] not in words and all(x["verdict"] not in words for x in c["comparisons"]), c["id"]
+        for c in summary["claims"]:
+            assert all(r["verdict"] not in words for r in c["requires"]), c["id"]
+        for name, field in (("claims.csv", "verdict"), ("comparisons.csv", "comparison_verdict")):
+            for r in csv.DictReader((ROOT / "results" / pid / name).open()):
+                assert r["claim"] not in ids or (r[field] not in words and r["verdict"] not in words), (pid, name)
+        for line in _block(ROOT / "papers" / pid / "README.md").splitlines():
+            if line.startswith("Preconditions:"):
+                assert not any(f"` {w}" in line for w in words), pid
+
+
+# A claim family corrected together.
+
+def test_the_cross_paper_rows_against_one_baseline_are_holm_corrected_across_the_family():
+    rows = _screen("crosspaper")
+    e10 = {k: r["family"] for k, r in rows.items() if k.endswith("_e10")}
+    assert len(e10) == 5 and {f["size"] for f in e10.values()} == {5} and {f["table"] for f in e10.values()} == {"ideas_e10"}
+    convit = e10["convit_beats_baseline_e10"]
+    assert (convit["side"], convit["p"], convit["p_holm"]) == ("holds", 0.0135, 0.0674)  # 5 x 0.0135, Holm's first step
+    assert rows["convit_beats_baseline_e10"]["p"] == convit["p"]  # the row's own p kept beside it
+    index = (ROOT / "results" / "index.html").read_text()
+    table = index.split('class="featured-table"', 1)[1].split("</table>", 1)[0]
+    assert "p across the 5 rows (Holm)" in table and "p (one-sided, Holm within the claim)" in table
+    assert "holds on its own p, not across the family" in table
+    assert "A claim family: these 5 rows are each compared with the one reference row" in index
+    assert "Holm across the 5 rows compared with" in (ROOT / "results" / "crosspaper" / "REPORT.md").read_text()

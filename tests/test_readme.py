@@ -15,14 +15,17 @@ LIMIT = 12_000  # characters, README.md and each papers/<id>/README.md
 
 
 def _summary() -> dict:
-    comp = {"verdict": "holds", "method": "welch", "effect": 6.78, "ci95": [4.77, 8.79], "p_holds_holm": 0.002}
-    return {"paper": "toy", "scales": ["cpu", "tiny"], "settings": {"cpu": "depth 6; 3 seeds", "tiny": "depth 4"},
-            "verdicts": {"cpu": {"theory": {"holds": 2}}},
-            "claims": [{"id": "a_beats_b", "scale": "cpu", "kind": "training", "verdict": "holds", "result": None,
-                        "comparisons": [comp]},
-                       {"id": "a_beats_b", "scale": "tiny", "kind": "training", "verdict": "smoke", "result": None,
-                        "comparisons": [comp]}],
-            "preconditions": []}
+    """The rows the blocks are cut from: the first screen's (each claim's deciding comparison) and the tallies."""
+    row = {"id": "a_beats_b", "kind": "training", "verdict": "holds", "result": None, "qualifier": "",
+           "effect": 6.78, "ci": [4.77, 8.79], "unit": "%", "paper_effect": 3.2,
+           "setting": {"short": "32 px, trained 10 epochs, 0.86M"}}
+    pre = {"id": "pre_limited", "kind": "precondition", "verdict": "not met", "effect": -1.5, "ci": [-2.0, -1.0],
+           "unit": "%", "qualifier": ""}
+    tallies = {"cpu": {"training": {"holds": 1}, "cited": {}, "ours": {}, "theory": {"holds": 2, "fails": 1},
+                       "theory_fails": ["bound_b"], "precondition": {"not met": 1}, "smoke": False},
+               "tiny": {"training": {}, "theory": {"holds": 2}, "smoke": True}}
+    return {"paper": "toy", "scales": ["cpu", "tiny"], "tallies": tallies,
+            "first_screen": [{"scale": "cpu", "rows": [row], "preconditions": [pre]}]}
 
 
 @pytest.fixture
@@ -53,11 +56,13 @@ def test_block_is_generated_from_the_summary_and_the_records(repo):
     text = (repo / "papers" / "toy" / "README.md").read_text()
     assert set(changed) == {repo / "papers" / "toy" / "README.md", repo / "README.md"}
     assert "old numbers" not in text
-    assert "| `a_beats_b` | training | holds | +6.78 [+4.77, +8.79] |" in text
-    assert "depth 6; 3 seeds" in text and "cost 2.0 h over 2 runs" in text  # (1800 + 5400) s
-    assert "Smoke scale" in text and "theory: 2 holds" in text
+    assert "| `a_beats_b` | holds | +6.78 [+4.77, +8.79] % | +3.2 | 32 px, trained 10 epochs, 0.86M |" in text
+    assert "cost 2.0 h, 2 runs, cpu" in text  # (1800 + 5400) s
+    assert "Preconditions: `pre_limited` not met (-1.5 [-2, -1] %)" in text
+    assert "Theory: 2 holds, 1 fails; fails: `bound_b`." in text and "Smoke scale" in text
     top = (repo / "README.md").read_text()
-    assert "| [toy](papers/toy/README.md) | cpu | 1 holds | - | 2.0 h over 2 runs (cpu) |" in top
+    assert ("| [toy](papers/toy/) | cpu | 1 holds | - | - | 2 holds, 1 fails; fails: `bound_b` | 1 not met "
+            "| 2.0 h, 2 runs, cpu |") in top
 
 
 def test_text_outside_the_markers_is_kept_and_a_second_run_changes_nothing(repo):

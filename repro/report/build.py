@@ -15,7 +15,7 @@ from repro.report.assess import Assessment, assess, read_plans
 from repro.report.cells import index_records
 from repro.report.datafiles import cell_rows, cells_csv, claims_csv, comparisons_csv
 from repro.report.featured import featured
-from repro.report.glance import first_screen
+from repro.report.glance import first_screen, tallies
 from repro.report.provenance import commits
 from repro.report.summary import claim_entry
 from repro.report.tally import headline, headline_text, tally
@@ -55,7 +55,8 @@ def summarize(a: Assessment, drawn: set | frozenset = frozenset()) -> dict:
         "tables": tables,
         "verdicts": tally(verdicts + a.preconditions),
         "headline": [{**h, "text": headline_text(h)} for h in headline(cmp, verdicts, a.preconditions, a.settings)],
-        "first_screen": first_screen(a, drawn),
+        "first_screen": (screen := first_screen(a, drawn)),
+        "tallies": tallies(a, screen),
         "settings": a.settings,
         "claims": [claim_entry(v, a.settings) for v in verdicts],
         "preconditions": [claim_entry(v, a.settings) for v in a.preconditions],

@@ -19,7 +19,7 @@ from repro.report.cells import NOT_REPRODUCED, Comparison, reproduce_command
 from repro.report.pairwise import (FAILS, HOLDS, INCONCLUSIVE, INVALID, JUDGED, MIN_ROUNDS, MIN_SEEDS,  # noqa: F401
                                       NOT_DESIGNED, NOT_RESOLVABLE, NOT_RUN, NOT_TESTABLE, OUTSIDE, RESOLVED, SMOKE,
                                       TIMING, Check, Verdict, _fmt, alternated, numbers, check_pair, finish, on_paper,
-                                      resolvable_effect, verdict_label)
+                                      resolvable_effect, said, verdict_label)
 from repro.runs import is_smoke
 from repro.paper import Claim, Ref
 
@@ -58,12 +58,13 @@ def combine(checks: list[Check], somewhere: bool = False) -> str:
     return INCONCLUSIVE
 
 
-def _summary(checks: list[Check], alpha: float) -> str:
+def _summary(checks: list[Check], alpha: float, evidence: str = "training") -> str:
     """Counts, then each tested comparison in numbers (failing first); the combining rule is stated once per
     page (the legend), only alpha and the methods here."""
     verdicts = [c.verdict for c in checks]
-    parts = [f"{verdicts.count(HOLDS)}/{len(checks)} comparisons hold"]
-    parts += [f"{verdicts.count(v)} {v}" for v in (FAILS, INCONCLUSIVE, NOT_TESTABLE, NOT_RUN, INVALID) if v in verdicts]
+    parts = [f"{verdicts.count(HOLDS)}/{len(checks)} comparisons {said(HOLDS, evidence).replace('holds', 'hold')}"]
+    parts += [f"{verdicts.count(v)} {said(v, evidence)}" for v in (FAILS, INCONCLUSIVE, NOT_TESTABLE, NOT_RUN, INVALID)
+              if v in verdicts]
     used = sorted({c.method for c in checks if c.method}, key=list(_METHODS).index)
     how = "; ".join(_METHODS[m] for m in used)
     if any(c.tests for c in checks):
@@ -71,7 +72,7 @@ def _summary(checks: list[Check], alpha: float) -> str:
     order = (FAILS, INCONCLUSIVE, HOLDS)
     shown = sorted((c for c in checks if c.effect is not None), key=lambda c: order.index(c.verdict)
                    if c.verdict in order else len(order))
-    lines = [f"{c.lhs} {c.relation} {c.rhs}: {numbers(c)}" for c in shown[:MAX_SHOWN]]
+    lines = [f"{c.lhs} {c.relation} {c.rhs}: {numbers(c, evidence)}" for c in shown[:MAX_SHOWN]]
     if len(shown) > MAX_SHOWN:
         lines.append(f"{len(shown) - MAX_SHOWN} more in the comparisons list")
     return ", ".join(parts) + "".join(f"; {x}" for x in lines) + (f"; {how}" if how else "")
@@ -115,7 +116,7 @@ def judge(cmp: Comparison, claim: Claim, scale: str | None, preconditions: dict 
                        on_paper=on_paper(cmp.paper, claim))
     checks = [check_pair(cmp, claim, lhs, rhs, scale) for lhs, rhs in pairs or claim.pairs]
     finish(checks, claim.alpha)
-    verdict, statistic = combine(checks, claim.somewhere), _summary(checks, claim.alpha)
+    verdict, statistic = combine(checks, claim.somewhere), _summary(checks, claim.alpha, claim.evidence)
     if claim.somewhere:
         statistic = "holds if any one comparison holds, fails if all fail; " + statistic
     if dropped:
@@ -170,9 +171,9 @@ def _regime(v: Verdict, pre: dict) -> None:
     failed = [p for p in unmet if p.verdict == FAILS]
     v.result, v.verdict = v.result or v.verdict, OUTSIDE if failed else INCONCLUSIVE
     v.statistic = (("outside the paper's regime: " + "; ".join(
-        f"{p.claim.id} not met (its check: {p.verdict}; {p.statistic})" for p in failed)) if failed else
+        f"{p.claim.id} not met ({p.statistic})" for p in failed)) if failed else
         ("the paper's regime not yet resolved: " + "; ".join(
-            f"{p.claim.id} {p.verdict} ({p.statistic})" for p in unmet))) + (
+            f"{p.claim.id} {p.label} ({p.statistic})" for p in unmet))) + (
         f" | the comparisons themselves ({v.result}): {v.statistic}")
 
 

@@ -17,6 +17,7 @@ from scipy import stats
 from repro.report.assess import Assessment
 from repro.report.cells import CITED, Cell, Comparison
 from repro.report.glance import row as claim_row
+from repro.report.pairwise import said
 
 CELL_FIELDS = ["paper", "table", "row", "column", "scale", "dataset", "fraction", "img_size", "state", "family", "model",
                "params", "epochs", "device", "unit",
@@ -112,7 +113,7 @@ def claims_csv(a: Assessment) -> str:
         r = claim_row(a.cmp, v)
         ci, means = r["ci"] or [None, None], r["means"] or [None, None]
         rows.append({"claim": r["id"], "scale": v.scale or "", "kind": r["kind"], "reading": v.claim.reading,
-                     "verdict": v.verdict, "label": v.label, "text": v.claim.text,
+                     "verdict": said(v.verdict, v.claim.evidence), "label": v.label, "text": v.claim.text,
                      "setting": r["setting"]["text"] if v.scale else "", "compared": r["compared"],
                      "comparisons": r["comparisons"], "effect": r["effect"], "ci95_low": ci[0], "ci95_high": ci[1],
                      "p_holm": r["p"], "n": r["n"], "margin": r["margin"], "lhs_mean": means[0], "rhs_mean": means[1],

@@ -14,6 +14,7 @@ from repro.report.readme import qualifiers
 from repro.runs import is_smoke
 from repro.paper import Paper
 
+ALPHA = 0.05  # family-wise, as within a claim
 SCALE_ORDER = ("full", "small", "cpu")  # strongest evidence first; smoke scales last
 
 
@@ -33,13 +34,19 @@ def _cell_text(cell: dict | None, with_n: bool) -> str:
     return f"{number(cell['mean'])}{sd}" + (f" (n={cell['n']})" if with_n else "")
 
 
-def _comparison(claim: dict, qualifier: str = "") -> dict:
-    """Effect, interval, p and verdict of a one-comparison claim, as text."""
+def _comparison(claim: dict, qualifier: str = "", family: dict | None = None) -> dict:
+    """Effect, interval, p and verdict of a one-comparison claim, as text; with its family (rows compared with
+    one baseline), the p in the direction the row is read and that p Holm-adjusted across the family."""
     c = (claim.get("comparisons") or [{}])[0]
-    ci, p = c.get("ci95"), c.get("p_holds_holm")
+    ci, family = c.get("ci95"), family or {}
+    p = family.get("p", c.get("p_holds_holm"))
     return {"claim": claim["id"], "verdict": claim["verdict"], "label": claim["label"], "qualifier": qualifier,
             "effect": f"{c['effect']:+.2f}" if isinstance(c.get("effect"), (int, float)) else "-",
-            "ci": f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "-", "p": f"{p:.3g}" if p is not None else "-"}
+            "ci": f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "-", "p": f"{p:.3g}" if p is not None else "-",
+            "side": family.get("side", "holds"),
+            "p_family": f"{family['p_holm']:.3g}" if family else "-",
+            "family_note": "holds on its own p, not across the family" if family and claim["verdict"] == "holds"
+            and family["p_holm"] > ALPHA else ""}
 
 
 def _png(path: Path) -> str:
@@ -53,17 +60,20 @@ def _at_scale(paper: Paper, summary: dict, scale: str, results_dir: Path) -> dic
     columns = [c for c in table.columns if any(isinstance(cells.get((r.key, c.key), {}).get("mean"), (int, float))
                                                for r in table.rows)]
     claims, marks = {}, qualifiers(summary)
+    families = {(r["id"], b["scale"]): r.get("family") for b in summary.get("first_screen") or [] for r in b["rows"]}
     for cl in summary.get("claims", []):
         comps = cl.get("comparisons") or []
         if cl.get("scale") == scale and len(comps) == 1 and comps[0]["lhs"].startswith(f"{table.id}."):
-            claims[comps[0]["lhs"].split(".")[1]] = _comparison(cl, marks.get((cl["id"], scale), ""))
+            claims[comps[0]["lhs"].split(".")[1]] = _comparison(cl, marks.get((cl["id"], scale), ""),
+                                                               families.get((cl["id"], scale)))
     rows = [{"label": r.label, "cells": [_cell_text(cells.get((r.key, c.key)), i == 0) for i, c in enumerate(columns)],
              "claim": claims.get(r.key)} for r in table.rows]
     figures = [{"id": f.id, "caption": f"{f.caption} {EXPLAINS.get(f.kind, '')}", "src": _png(results_dir / paper.id / "figures" / f"{f.id}-{scale}.png")}
                for f in paper.figures if f.table == table.id]
     own = (((summary.get("tables") or {}).get(table.id) or {}).get("by_scale") or {}).get(scale) or {}
     setting = own.get("setting") or (summary.get("settings") or {}).get(scale, "")  # the table's runs, else the scale's
-    return {"scale": scale, "smoke": is_smoke(scale), "setting": setting,
+    family = [x["claim"] for x in rows if x["claim"] and x["claim"]["p_family"] != "-"]
+    return {"scale": scale, "smoke": is_smoke(scale), "setting": setting, "family": len(family),
             "columns": [c.label for c in columns], "rows": rows, "figures": [f for f in figures if f["src"]]}
 
 

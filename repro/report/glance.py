@@ -9,9 +9,11 @@ The rows are stored in summary.json (``first_screen``) and drawn from there by t
 """
 from __future__ import annotations
 
+from repro.report import family
 from repro.report.assess import Assessment
 from repro.report.cells import Comparison, order_scales
-from repro.report.pairwise import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, OUTSIDE, Check, Verdict, decisive, p_sides
+from repro.report.pairwise import (FAILS, HOLDS, INCONCLUSIVE, JUDGED, NOT_TESTABLE, OUTSIDE, Check, Verdict, decisive,
+                                      p_sides, said)
 from repro.report.provenance import _joined
 from repro.report.setting import joined, run_setting
 from repro.report.tally import headline, headline_text, kind
@@ -27,8 +29,7 @@ CHIPS = {HOLDS: ("holds", "✓"), FAILS: ("fails", "✗"), OUTSIDE: ("outside-re
 
 def chip(verdict: str, evidence: str = "training") -> dict:
     """CSS class and symbol of a verdict chip; a precondition's reads met / not met, never holds / fails."""
-    if evidence == "precondition" and verdict in (HOLDS, FAILS):
-        verdict = "met" if verdict == HOLDS else "not met"
+    verdict = said(verdict, evidence)
     cls, symbol = CHIPS.get(verdict, (verdict.replace(" ", "-"), "·"))
     return {"cls": f"v-{cls}", "symbol": symbol}
 
@@ -115,7 +116,7 @@ def precondition_row(paper: Paper | None, p: Verdict) -> dict:
     measured = [f"{ref_label(paper, c.lhs)}: {c.share[0]} of {c.share[1]} runs at or below {c.rhs.const:g}"
                 f"{_unit(paper, c.lhs)} (a share above {p.claim.rate:g} needed)" if c.share else
                 _measured(paper, c) for c in p.checks if c.means]
-    return {"id": p.claim.id, "text": p.claim.text, "verdict": p.verdict, "met": p.verdict == HOLDS,
+    return {"id": p.claim.id, "text": p.claim.text, "verdict": said(p.verdict, "precondition"), "met": p.verdict == HOLDS,
             "label": p.label, **chip(p.verdict, "precondition"), "measured": "; ".join(measured)}
 
 
@@ -137,8 +138,9 @@ def row(cmp: Comparison, v: Verdict, drawn: set | frozenset = frozenset()) -> di
     side = bad if c and (c.verdict == FAILS or (t and t.p_greater is not None and getattr(t, bad) < getattr(t, ok))) else ok
     pre = [precondition_row(paper, p) for p in v.preconditions]
     under = [p for p, r in zip(v.preconditions, pre) if not r["met"] and (_floor(p) or p.claim.budget)]
-    return {"id": v.claim.id, "text": v.claim.text, "kind": kind(v), "scale": v.scale, "verdict": v.verdict,
-            "label": v.label, **chip(v.verdict), "result": v.result or None,
+    return {"id": v.claim.id, "text": v.claim.text, "kind": kind(v), "scale": v.scale,
+            "verdict": said(v.verdict, v.claim.evidence), "label": v.label, **chip(v.verdict, v.claim.evidence),
+            "result": v.result or None,
             "setting": setting(cmp, [c] if c else v.checks, v.scale),
             "compared": f" {c.relation} ".join(pair_labels(paper, c.lhs, c.rhs)) if c else "",
             "comparisons": len(v.checks), "relation": c.relation if c else "", "unit": _unit(paper, c.lhs) if c else "",
@@ -151,6 +153,30 @@ def row(cmp: Comparison, v: Verdict, drawn: set | frozenset = frozenset()) -> di
             "qualifier": f"under-trained ({', '.join(p.claim.id for p in under)} not met)" if under else ""}
 
 
+def tallies(a: Assessment, screen: list[dict]) -> dict[str, dict]:
+    """Per scale, the counts every block quotes, cut from the first screen's rows: the paper's, cited and our
+    training claims apart, theory (any reading) with its fails named, timing, preconditions met / not met."""
+    rows = {b["scale"]: b["rows"] for b in screen}
+    out = {}
+    for scale in order_scales(a.cmp.scales):
+        judged = [v for v in a.verdicts + a.preconditions if v.scale == scale and v.verdict in (*JUDGED, OUTSIDE)]
+        t = {k: _count(r["verdict"] for r in rows.get(scale, []) if r["kind"] == k) for k in ("training", "cited", "ours")}
+        for k in ("theory", "timing", "precondition"):
+            t[k] = _count(said(v.verdict, k) for v in judged if v.claim.evidence == k)
+        t["theory_fails"] = [v.claim.id for v in judged if v.claim.evidence == "theory" and v.verdict == FAILS]
+        t["under_trained"] = sum(bool(r["qualifier"]) for r in rows.get(scale, []))
+        t["smoke"] = is_smoke(scale)
+        out[scale] = t
+    return out
+
+
+def _count(verdicts) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for v in verdicts:
+        out[v] = out.get(v, 0) + 1
+    return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def first_screen(a: Assessment, drawn: set | frozenset = frozenset()) -> list[dict]:
     """Per scale that judges anything (smoke scales left out): the setting, the budget caveat, each central
     claim as a row, and the counts of everything else (theory, timing, preconditions)."""
@@ -159,12 +185,15 @@ def first_screen(a: Assessment, drawn: set | frozenset = frozenset()) -> list[di
     for scale in order_scales(cmp.scales):
         if is_smoke(scale):
             continue
-        rows = [row(cmp, v, drawn) for v in a.verdicts
-                if v.scale == scale and kind(v) in CENTRAL and v.claim.evidence == "training" and v.verdict in SHOWN]
+        central = [v for v in a.verdicts
+                   if v.scale == scale and kind(v) in CENTRAL and v.claim.evidence == "training" and v.verdict in SHOWN]
+        rows = [row(cmp, v, drawn) for v in central]
+        family.correct([(r, deciding(v.checks)) for r, v in zip(rows, central)], lambda ref: ref_label(cmp.paper, ref))
         budget = "" if scale == "full" else ("at this budget, not the paper's protocol: each row names its own "
                                              "runs' setting, and its verdict is a finding about that setting")
+        pre = [row(cmp, p, drawn) for p in a.preconditions if p.scale == scale and p.verdict in (*JUDGED, OUTSIDE)]
         out.append({"scale": scale, "setting": a.settings.get(scale, ""), "budget": budget, "rows": rows,
-                    "counts": heads.get(scale, "")})
+                    "preconditions": pre, "counts": heads.get(scale, "")})
     return sorted(out, key=lambda b: not b["rows"])  # scales that judge a claim first
 
 

@@ -173,7 +173,9 @@ def glance_lines(blocks: list[dict]) -> list[str]:
                  _signed(r["effect"]) + (f" [{r['ci'][0]:+.3g}, {r['ci'][1]:+.3g}]" if r["ci"] else "")
                  + (f" {r['unit']}" if r["unit"] else "")
                  + (f" (gap {r['effect'] + r['margin']:+.3g}, margin {r['margin']:g})" if r["margin"] else "")
-                 + (f"; {r['means'][0]:.4g} vs {r['means'][1]:.4g}" if r["means"] else ""),
+                 + (f"; {r['means'][0]:.4g} vs {r['means'][1]:.4g}" if r["means"] else "")
+                 + (f"; p {r['family']['p']:.2g} that it {r['family']['side']}, Holm across the {r['family']['size']} "
+                    f"rows compared with {r['family']['baseline']}: {r['family']['p_holm']:.2g}" if r.get("family") else ""),
                  f"{r['symbol']} {r['label']}" + (f"; {r['qualifier']}" if r["qualifier"] else "") + "".join(
                      f"; {p['symbol']} {p['id']} {p['label']}" + (f" ({p['measured']})" if p["measured"] else "")
                      for p in r["preconditions"])] for r in b["rows"]]

@@ -34,6 +34,13 @@ def verdict_label(verdict: str, scale: str | None) -> str:
             }.get(verdict, verdict)
 
 
+def said(verdict: str, evidence: str) -> str:
+    """A verdict in its kind's words: a precondition is met / not met (a setting measured), never holds / fails."""
+    if evidence == "precondition" and verdict in RESOLVED:
+        return "met" if verdict == HOLDS else "not met"
+    return verdict
+
+
 @dataclass
 class Check:
     """One comparison inside a claim: lhs > rhs + margin, lhs <= rhs (per element), or lhs ~ rhs."""
@@ -70,9 +77,7 @@ class Verdict:
     @property
     def label(self) -> str:
         below = self.verdict in RESOLVED and any(c.below_mde for c in self.checks)
-        text = verdict_label(self.verdict, self.scale)
-        if self.claim.evidence == "precondition" and self.verdict in RESOLVED:  # a setting, not a result
-            text = "met" if self.verdict == HOLDS else "not met"
+        text = said(verdict_label(self.verdict, self.scale), self.claim.evidence)
         return text + (" (below the resolvable effect)" if below else "")
 
 
@@ -91,7 +96,7 @@ def p_sides(c: Check) -> tuple[str, str]:
     return ("p_less", "p_greater") if c.relation == "<=" else ("p_greater", "p_less")
 
 
-def numbers(c: Check) -> str:
+def numbers(c: Check, evidence: str = "training") -> str:
     """A comparison in numbers: 'effect -1.98 (95 % CI -3.12 to -0.84), one-sided p 0.004 that it fails
     (Holm), n 3/3, resolvable 2.09, paper +0.9'."""
     t = decisive(c)
@@ -106,6 +111,7 @@ def numbers(c: Check) -> str:
         ok, bad = p_sides(c)
         side, word = (bad, "fails") if c.verdict == FAILS or (
             c.verdict != HOLDS and getattr(t, bad) < getattr(t, ok)) else (ok, "holds")
+        word = {"holds": "is met", "fails": "is not met"}[word] if evidence == "precondition" else word
         parts.append(f"one-sided p {_p(getattr(t, side + '_adj'))} that it {word} (Holm; raw {_p(getattr(t, side))})")
     if t:
         parts.append(f"n {t.n[0]}/{t.n[1]}")
@@ -390,4 +396,4 @@ def on_paper(paper: Paper, claim: Claim) -> str:
             return ""
         ok.append(a - b > claim.margin if claim.relation == ">" else a <= b if claim.relation == "<=" else
                   abs(a - b) <= (claim.tolerance or 0.0))
-    return "" if not ok else HOLDS if (any(ok) if claim.somewhere else all(ok)) else FAILS
+    return "" if not ok else said(HOLDS if (any(ok) if claim.somewhere else all(ok)) else FAILS, claim.evidence)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from repro.report.provenance import (DATASET_NAMES, _architecture, _joined, as_dict, family, fraction, model_label,
-                                      percent)
+                                      params_text, percent)
 
 NOT_SHAPE = ("num_classes", "drop_rate", "drop_path_rate", "attn_drop_rate", "proj_drop_rate")  # no weight count
 
@@ -96,4 +96,7 @@ def joined(runs: list[dict]) -> dict:
              f"{epochs} epochs" if epochs else "",
              ("pooled: " + " + ".join(devices)) if out["pooled"] else "".join(devices)]
     out["text"] = " · ".join(p for p in parts if p)
+    brief = [" + ".join(states) + (f" {epochs} epochs" if epochs else ""), "/".join(params_text(p) for p in out["params"]),
+             share if share != "all" else "", "pooled hardware" if out["pooled"] else ""]
+    out["short"] = ", ".join(p for p in ["/".join(f"{s} px" for s in sizes), *brief] if p)
     return out

@@ -6,7 +6,7 @@ needs the values the statistic text is written from.
 """
 from __future__ import annotations
 
-from repro.report.pairwise import Check, Verdict, decisive, p_sides
+from repro.report.pairwise import Check, Verdict, decisive, p_sides, said
 from repro.report.tally import kind
 
 
@@ -14,11 +14,12 @@ def _num(x) -> float | None:
     return None if x is None else round(float(x), 6)
 
 
-def check_entry(c: Check) -> dict:
+def check_entry(c: Check, evidence: str = "training") -> dict:
     """One comparison: the numbers of its test (for a per-layer curve, of its block with the largest excess)."""
     t = decisive(c)
     ok, bad = p_sides(c)
-    return {"lhs": str(c.lhs), "rhs": str(c.rhs), "relation": c.relation, "verdict": c.verdict, "method": c.method,
+    return {"lhs": str(c.lhs), "rhs": str(c.rhs), "relation": c.relation, "verdict": said(c.verdict, evidence),
+            "method": c.method,
             "effect": _num(c.effect), "ci95": [_num(x) for x in t.ci] if t and t.ci else None,
             "p_holds": _num(getattr(t, ok)) if t else None, "p_fails": _num(getattr(t, bad)) if t else None,
             "p_holds_holm": _num(getattr(t, ok + "_adj")) if t else None,
@@ -42,10 +43,12 @@ def claim_entry(v: Verdict, settings: dict[str, str] | None = None) -> dict:
     """A claim's (or precondition's) verdict at one scale, with the setting it was reached in and every number
     behind it."""
     return {"id": v.claim.id, "scale": v.scale, "setting": (settings or {}).get(v.scale or "", ""), "kind": kind(v), "evidence": v.claim.evidence,
-            "reading": v.claim.reading, "verdict": v.verdict, "label": v.label, "result": v.result or None,
+            "reading": v.claim.reading, "verdict": said(v.verdict, v.claim.evidence), "label": v.label,
+            "result": v.result or None,
             "met": v.verdict == "holds" if v.claim.evidence == "precondition" else None,
             "resolvability": resolvability(v), "statistic": v.statistic, "on_paper": v.on_paper or None,
-            "requires": [{"id": p.claim.id, "text": p.claim.text, "met": p.verdict == "holds", "verdict": p.verdict,
-                          "comparisons": [check_entry(c) for c in p.checks]} for p in v.preconditions],
+            "requires": [{"id": p.claim.id, "text": p.claim.text, "met": p.verdict == "holds",
+                          "verdict": said(p.verdict, "precondition"),
+                          "comparisons": [check_entry(c, "precondition") for c in p.checks]} for p in v.preconditions],
             "controls": [check_entry(c) for c in v.controls],
-            "comparisons": [check_entry(c) for c in v.checks]}
+            "comparisons": [check_entry(c, v.claim.evidence) for c in v.checks]}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from repro.report.cells import Cell, Comparison
 from repro.report.pairwise import (FAILS, HOLDS, INCONCLUSIVE, NOT_DESIGNED, NOT_RESOLVABLE, NOT_RUN,
-                                      NOT_TESTABLE, OUTSIDE, SMOKE, JUDGED, Verdict, _cell)
+                                      NOT_TESTABLE, OUTSIDE, SMOKE, JUDGED, Verdict, _cell, said)
 from repro.report.provenance import as_dict, data_label
 from repro.runs import is_smoke
 
@@ -29,8 +29,8 @@ def tally(verdicts: list[Verdict]) -> dict[str, dict[str, dict[str, int]]]:
     """Per scale ("none": judged at no scale) and kind, how many claims got each verdict."""
     out: dict = {}
     for v in sorted(verdicts, key=lambda v: ORDER.index(v.verdict) if v.verdict in ORDER else len(ORDER)):
-        counts = out.setdefault(v.scale or "none", {}).setdefault(kind(v), {})
-        counts[v.verdict] = counts.get(v.verdict, 0) + 1
+        counts, word = out.setdefault(v.scale or "none", {}).setdefault(kind(v), {}), said(v.verdict, v.claim.evidence)
+        counts[word] = counts.get(word, 0) + 1
     return {s: {k: by[k] for k in KINDS if k in by} for s, by in out.items()}
 
 
