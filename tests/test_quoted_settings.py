@@ -97,8 +97,9 @@ def test_every_readme_row_quotes_the_reports_deciding_comparison():
             if line.startswith("| `"):
                 cells = [c.strip() for c in line.split("|")]
                 claim = claims[(cells[1].split("`")[1], scale)]
-                assert cells[3].split(" ")[0] == f"{float(claim['effect']):+.3g}", (pid, cells[1])
-                paper = f"{float(claim['paper_effect']):+.3g}" if claim["paper_effect"] else "-"
+                sign = -1 if " <= " in claim["compared"] else 1  # + is the claim's direction: below a bound
+                assert cells[3].split(" ")[0] == f"{sign * float(claim['effect']):+.3g}", (pid, cells[1])
+                paper = f"{sign * float(claim['paper_effect']):+.3g}" if claim["paper_effect"] else "-"
                 assert cells[4] == paper, (pid, cells[1])
 
 
@@ -134,3 +135,32 @@ def test_the_cross_paper_rows_against_one_baseline_are_holm_corrected_across_the
     assert "holds on its own p, not across the family" in table
     assert "A claim family: these 5 rows are each compared with the one reference row" in index
     assert "Holm across the 5 rows compared with" in (ROOT / "results" / "crosspaper" / "REPORT.md").read_text()
+
+
+# The effect column reads one way; the index opens with a line per paper.
+
+def test_effects_read_in_the_claims_direction_with_p_labelled_and_the_reason_for_open_rows():
+    rows = _screen("augvit")
+    bound = rows["no_collapse"]  # DeiT's curve at or below Aug-ViT's: lhs - rhs = -0.19 is the claim's side
+    assert bound["relation"] == "<=" and bound["effect"] < 0 < bound["toward"]["effect"] == -bound["effect"]
+    readme = _block(ROOT / "papers" / "augvit" / "README.md")
+    assert f"| `no_collapse` | outside regime" in readme and f"| {bound['toward']['effect']:+.3g} [" in readme
+    assert "+ = the claim's direction" in readme
+    page = (ROOT / "results" / "augvit" / "report.html").read_text()
+    assert "ours, 95 % CI (+ = the claim's direction)" in page and "p (one-sided, Holm) " in page
+    assert "<title>in the claim's direction" in page  # the forest plot's axis
+    for row in (r for r in _screen("cmhsa").values() if r["verdict"] == "inconclusive"):
+        assert row["why"], row["id"]
+        assert f"inconclusive ({row['why']})" in _block(ROOT / "papers" / "cmhsa" / "README.md") or row["result"]
+    assert 'data-label="verdict"' in page  # the 390-px cards keep their labels
+
+
+def test_the_index_opens_with_one_line_per_paper():
+    index = (ROOT / "results" / "index.html").read_text()
+    lead = index.split('<table class="lead" id="lead">', 1)[1].split("</table>", 1)[0]
+    assert index.index('id="lead"') < index.index('id="glance"')
+    for pid in _papers():
+        line = lead.split(f'href="#glance-{pid}"', 1)[1].split("</tr>", 1)[0]
+        row = next(iter(_screen(pid).values())) if pid != "respostln" else _screen(pid)[
+            "grid_d12_res_post_ln_trains_without_warmup"]
+        assert row["id"] in line and row["setting"]["short"] in line, pid

@@ -18,9 +18,10 @@ def _summary() -> dict:
     """The rows the blocks are cut from: the first screen's (each claim's deciding comparison) and the tallies."""
     row = {"id": "a_beats_b", "kind": "training", "verdict": "holds", "result": None, "qualifier": "",
            "effect": 6.78, "ci": [4.77, 8.79], "unit": "%", "paper_effect": 3.2,
+           "toward": {"effect": 6.78, "ci": [4.77, 8.79], "paper": 3.2},
            "setting": {"short": "32 px, trained 10 epochs, 0.86M"}}
-    pre = {"id": "pre_limited", "kind": "precondition", "verdict": "not met", "effect": -1.5, "ci": [-2.0, -1.0],
-           "unit": "%", "qualifier": ""}
+    pre = {"id": "pre_limited", "kind": "precondition", "verdict": "not met", "unit": "%", "qualifier": "",
+           "toward": {"effect": -1.5, "ci": [-2.0, -1.0], "paper": None}}
     tallies = {"cpu": {"training": {"holds": 1}, "cited": {}, "ours": {}, "theory": {"holds": 2, "fails": 1},
                        "theory_fails": ["bound_b"], "precondition": {"not met": 1}, "smoke": False},
                "tiny": {"training": {}, "theory": {"holds": 2}, "smoke": True}}

@@ -15,7 +15,7 @@ from repro.report.assess import Assessment, assess, read_plans
 from repro.report.cells import index_records
 from repro.report.datafiles import cell_rows, cells_csv, claims_csv, comparisons_csv
 from repro.report.featured import featured
-from repro.report.glance import first_screen, tallies
+from repro.report.glance import first_screen, lead, tallies
 from repro.report.provenance import commits
 from repro.report.summary import claim_entry
 from repro.report.tally import headline, headline_text, tally
@@ -127,7 +127,7 @@ def build_index(papers_dir: Path = Path("papers"), results_dir: Path = Path("res
                 s = json.loads(summary_path.read_text())
                 measured = sum(v.get("measured", 0) for t in s["tables"].values() for v in t["by_scale"].values())
                 cells = sum(t["cells"] * max(1, len(t["by_scale"])) for t in s["tables"].values() if t["attempted"])
-                entry.update(title=s["title"], summary=s, measured=measured, cells=cells,
+                entry.update(title=s["title"], summary=s, measured=measured, cells=cells, lead=lead(s),
                              featured=featured(load_paper(papers_dir / pid / "paper.yaml"), s, results_dir))
             except FileNotFoundError:
                 entry["error"] = f"no report built yet: python -m repro.report --paper {pid}"

@@ -12,8 +12,8 @@ from __future__ import annotations
 from repro.report import family
 from repro.report.assess import Assessment
 from repro.report.cells import Comparison, order_scales
-from repro.report.pairwise import (FAILS, HOLDS, INCONCLUSIVE, JUDGED, NOT_TESTABLE, OUTSIDE, Check, Verdict, decisive,
-                                      p_sides, said)
+from repro.report.pairwise import (FAILS, HOLDS, INCONCLUSIVE, JUDGED, MIN_SEEDS, NOT_RESOLVABLE, NOT_TESTABLE, OUTSIDE,
+                                      Check, Verdict, decisive, p_sides, said)
 from repro.report.provenance import _joined
 from repro.report.setting import joined, run_setting
 from repro.report.tally import headline, headline_text, kind
@@ -128,6 +128,40 @@ def _floor(p: Verdict) -> bool:
         for c in p.checks)
 
 
+def toward(c: Check | None, t) -> dict:
+    """The effect, its interval and the paper's, signed so that + is the claim's direction: lhs - rhs past the
+    margin for '>' (and a rate), rhs - lhs for a bound ('<=': how far below it)."""
+    if c is None or c.effect is None:
+        return {"effect": None, "ci": None, "paper": None}
+    s = -1 if c.relation == "<=" else 1
+    ci = sorted(s * x for x in t.ci) if t is not None and t.ci else None
+    return {"effect": _num(s * c.effect), "ci": [_num(x) for x in ci] if ci else None,
+            "paper": _num(s * c.paper_effect) if c.paper_effect is not None else None}
+
+
+def why(v: Verdict, c: Check | None) -> str:
+    """Why a row is open: a precondition not yet resolved, too few seeds, an effect below what the seeds
+    resolve, or an interval across the threshold; the paper's effect below it for 'not resolvable'."""
+    if v.verdict == NOT_TESTABLE:
+        return "both sides at chance"
+    if v.verdict not in (INCONCLUSIVE, NOT_RESOLVABLE):
+        return ""
+    open_ = [p.claim.id for p in v.preconditions if p.verdict not in (HOLDS, FAILS)]
+    if open_:
+        return "precondition not resolved: " + ", ".join(open_)
+    if c is None or c.effect is None:
+        return "not measured"
+    if v.controls and v.result == HOLDS:
+        return "its negative control passes the same check"
+    if v.verdict == NOT_RESOLVABLE and c.paper_effect is not None and c.resolvable is not None:
+        return f"the paper's effect {c.paper_effect:+.3g} is below the resolvable {c.resolvable:.3g}"
+    if decisive(c) is None:
+        return f"fewer than {MIN_SEEDS} seeds a side"
+    if c.resolvable is not None and abs(c.effect) < c.resolvable:
+        return f"effect below the resolvable {c.resolvable:.3g}"
+    return "the 95 % interval crosses the threshold"
+
+
 def row(cmp: Comparison, v: Verdict, drawn: set | frozenset = frozenset()) -> dict:
     """One claim at one scale as the first screen shows it (``drawn``: the (figure, scale) pairs drawn, of which
     the row links those of the tables it compares)."""
@@ -140,13 +174,14 @@ def row(cmp: Comparison, v: Verdict, drawn: set | frozenset = frozenset()) -> di
     under = [p for p, r in zip(v.preconditions, pre) if not r["met"] and (_floor(p) or p.claim.budget)]
     return {"id": v.claim.id, "text": v.claim.text, "kind": kind(v), "scale": v.scale,
             "verdict": said(v.verdict, v.claim.evidence), "label": v.label, **chip(v.verdict, v.claim.evidence),
-            "result": v.result or None,
+            "result": v.result or None, "toward": toward(c, t), "why": why(v, c),
             "setting": setting(cmp, [c] if c else v.checks, v.scale),
             "compared": f" {c.relation} ".join(pair_labels(paper, c.lhs, c.rhs)) if c else "",
             "comparisons": len(v.checks), "relation": c.relation if c else "", "unit": _unit(paper, c.lhs) if c else "",
             "means": [_num(x) for x in c.means] if c and c.means else None, "margin": _num(c.margin) if c else None,
             "effect": _num(c.effect) if c else None, "ci": [_num(x) for x in t.ci] if t and t.ci else None,
             "p": _num(getattr(t, side + "_adj")) if t and t.p_greater is not None else None,
+            "p_side": "fails" if c and side == bad else "holds",
             "n": "/".join(map(str, t.n if t else c.n or ())) if c else "",
             "paper_effect": _num(c.paper_effect) if c else None, "preconditions": pre,
             "figures": [f.id for f in paper.figures if f.table in tables and (f.id, v.scale) in drawn],
@@ -197,32 +232,46 @@ def first_screen(a: Assessment, drawn: set | frozenset = frozenset()) -> list[di
     return sorted(out, key=lambda b: not b["rows"])  # scales that judge a claim first
 
 
+def lead(summary: dict) -> dict | None:
+    """A paper's line at the top of the index, cut from its first screen: the first of the paper's own training
+    claims (else of any central claim) at the scale that judges most, with that scale's counts."""
+    block = next((b for b in summary.get("first_screen") or [] if b["rows"]), None)
+    if block is None:
+        return None
+    r = next((r for r in block["rows"] if r["kind"] == "training"), block["rows"][0])
+    t = (summary.get("tallies") or {}).get(block["scale"]) or {}
+    own = ", ".join(f"{n} {v}" for v, n in (t.get("training") or {}).items())
+    ours = ", ".join(f"{n} {v}" for v, n in (t.get("ours") or {}).items())
+    return {"scale": block["scale"], "row": r, "counts": own or (f"none; ours: {ours}" if ours else "")}
+
+
 def forest_svg(r: dict, width: int = 220, height: int = 30) -> str:
-    """Ours (point, 95 % interval) and the paper's effect (open diamond) on the claim's own axis; the dashed
-    line is the threshold the claim is judged against (0 past its margin), the shaded side the claim's."""
-    xs = [x for x in (r.get("effect"), r.get("paper_effect"), 0.0, *(r.get("ci") or ())) if x is not None]
-    if r.get("effect") is None:
+    """Ours (point, 95 % interval) and the paper's effect (open diamond) in the claim's direction (+ as claimed,
+    in the row's unit); the dashed line is the threshold (0 past its margin), the claim's side shaded right."""
+    d = r.get("toward") or {}
+    if d.get("effect") is None:
         return ""
+    xs = [x for x in (d["effect"], d.get("paper"), 0.0, *(d.get("ci") or ())) if x is not None]
     lo, hi = min(xs), max(xs)
     pad = (hi - lo) * 0.08 or 1.0
     lo, hi = lo - pad, hi + pad
     px = lambda x: round(6 + (width - 12) * (x - lo) / (hi - lo), 1)  # noqa: E731
     y, zero = height / 2, px(0.0)
     color = {"v-holds": "#15803d", "v-fails": "#b91c1c", "v-outside-regime": "#6d28d9"}.get(r["cls"], "#a16207")
-    holds_right = r.get("relation") != "<="
-    shade = (zero, width - zero) if holds_right else (0, zero)
-    parts = [f'<rect x="{shade[0]}" y="2" width="{round(shade[1], 1)}" height="{height - 4}" fill="#e8f6ec"/>',
+    parts = [f'<rect x="{zero}" y="2" width="{round(width - zero, 1)}" height="{height - 4}" fill="#e8f6ec"/>',
              f'<line x1="{zero}" y1="1" x2="{zero}" y2="{height - 1}" stroke="#333" stroke-dasharray="3 2"/>']
-    if r.get("ci"):
-        parts.append(f'<line x1="{px(r["ci"][0])}" y1="{y}" x2="{px(r["ci"][1])}" y2="{y}" stroke="{color}" '
+    if d.get("ci"):
+        parts.append(f'<line x1="{px(d["ci"][0])}" y1="{y}" x2="{px(d["ci"][1])}" y2="{y}" stroke="{color}" '
                      f'stroke-width="2.5"/>')
-    parts.append(f'<circle cx="{px(r["effect"])}" cy="{y}" r="4.5" fill="{color}"/>')
-    if r.get("paper_effect") is not None:
-        x = px(r["paper_effect"])
+    parts.append(f'<circle cx="{px(d["effect"])}" cy="{y}" r="4.5" fill="{color}"/>')
+    if d.get("paper") is not None:
+        x = px(d["paper"])
         parts.append(f'<path d="M{x} {y - 6} L{x + 6} {y} L{x} {y + 6} L{x - 6} {y} Z" fill="none" stroke="#222" '
                      f'stroke-width="1.3"/>')
-    title = (f"ours {r['effect']:+.3g}" + (f" [{r['ci'][0]:+.3g}, {r['ci'][1]:+.3g}]" if r.get("ci") else "")
-             + (f"; paper {r['paper_effect']:+.3g}" if r.get("paper_effect") is not None else "")
+    unit = f" {r['unit']}" if r.get("unit") else ""
+    title = (f"in the claim's direction ({unit.strip() or 'its unit'}): ours {d['effect']:+.3g}"
+             + (f" [{d['ci'][0]:+.3g}, {d['ci'][1]:+.3g}]" if d.get("ci") else "")
+             + (f"; paper {d['paper']:+.3g}" if d.get("paper") is not None else "")
              + "; dashed: the threshold" + (f" (margin {r['margin']:g} taken off)" if r.get("margin") else ""))
     return (f'<svg class="forest" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img">'
             f'<title>{title}</title>{"".join(parts)}</svg>')

@@ -162,6 +162,18 @@ def _signed(x) -> str:
     return "-" if x is None else f"{x:+.3g}"
 
 
+def _ours(r: dict) -> str:
+    """Ours in the claim's direction with its interval, margin, means and p (one-sided, Holm; across the family)."""
+    d, fam = r["toward"], r.get("family")
+    p = f"; p {fam['p']:.2g} that it {fam['side']}, Holm across the {fam['size']} rows compared with " \
+        f"{fam['baseline']}: {fam['p_holm']:.2g}" if fam else (f"; p {r['p']:.2g} that it {r['p_side']}"
+                                                                 if r.get("p") is not None else "")
+    return (_signed(d["effect"]) + (f" [{d['ci'][0]:+.3g}, {d['ci'][1]:+.3g}]" if d["ci"] else "")
+            + (f" {r['unit']}" if r["unit"] else "")
+            + (f" (gap {d['effect'] + r['margin']:+.3g}, margin {r['margin']:g})" if r["margin"] else "")
+            + (f"; {r['means'][0]:.4g} vs {r['means'][1]:.4g}" if r["means"] else "") + p)
+
+
 def glance_lines(blocks: list[dict]) -> list[str]:
     """The first screen: per scale, each central claim with its setting, the paper's effect, ours with its 95 %
     interval (and margin), the verdict and its preconditions' measured values; then every verdict counted."""
@@ -169,18 +181,14 @@ def glance_lines(blocks: list[dict]) -> list[str]:
     for b in blocks:
         out += [f"**At `{b['scale']}`**" + (f", {esc(b['budget'])}" if b["budget"] else "") + ".", ""]
         rows = [[f"**{r['id']}**" + (f" ({r['kind']})" if r["kind"] != "training" else "") + f": {r['text']}",
-                 r["setting"]["text"], _signed(r["paper_effect"]),
-                 _signed(r["effect"]) + (f" [{r['ci'][0]:+.3g}, {r['ci'][1]:+.3g}]" if r["ci"] else "")
-                 + (f" {r['unit']}" if r["unit"] else "")
-                 + (f" (gap {r['effect'] + r['margin']:+.3g}, margin {r['margin']:g})" if r["margin"] else "")
-                 + (f"; {r['means'][0]:.4g} vs {r['means'][1]:.4g}" if r["means"] else "")
-                 + (f"; p {r['family']['p']:.2g} that it {r['family']['side']}, Holm across the {r['family']['size']} "
-                    f"rows compared with {r['family']['baseline']}: {r['family']['p_holm']:.2g}" if r.get("family") else ""),
-                 f"{r['symbol']} {r['label']}" + (f"; {r['qualifier']}" if r["qualifier"] else "") + "".join(
+                 r["setting"]["text"], _signed(r["toward"]["paper"]), _ours(r),
+                 f"{r['symbol']} {r['label']}" + (f" (why: {r['why']})" if r.get("why") else "")
+                 + (f"; {r['qualifier']}" if r["qualifier"] else "") + "".join(
                      f"; {p['symbol']} {p['id']} {p['label']}" + (f" ({p['measured']})" if p["measured"] else "")
                      for p in r["preconditions"])] for r in b["rows"]]
         if rows:
-            out += [_table(rows, ["claim", "setting (from the runs' configs)", "paper", "ours, 95 % CI", "verdict"]),
+            out += [_table(rows, ["claim", "setting of its deciding comparison's runs", "paper",
+                                  "ours, 95 % CI (+ = the claim's direction); p (one-sided, Holm)", "verdict"]),
                     ""]
         out += [f"All verdicts: {esc(b['counts'])}", ""] if b["counts"] else []
     return out

@@ -47,10 +47,12 @@ def _signed(x) -> str:
 
 
 def effect(row: dict) -> str:
-    """'+4.01 [+2.1, +5.92] %': the deciding comparison's effect and 95 % interval, as the first screen quotes it."""
-    ci = row.get("ci")
-    return _signed(row.get("effect")) + (f" [{_signed(ci[0])}, {_signed(ci[1])}]" if ci else "") + (
-        f" {row['unit']}" if row.get("unit") and row.get("effect") is not None else "")
+    """'+4.01 [+2.1, +5.92] %': the deciding comparison's effect and 95 % interval in the claim's direction, as
+    the first screen quotes it."""
+    d = row["toward"]
+    ci = d.get("ci")
+    return _signed(d.get("effect")) + (f" [{_signed(ci[0])}, {_signed(ci[1])}]" if ci else "") + (
+        f" {row['unit']}" if row.get("unit") and d.get("effect") is not None else "")
 
 
 def qualifiers(summary: dict) -> dict:
@@ -67,7 +69,7 @@ def _verdict(row: dict) -> str:
     shown = row["verdict"]
     if row.get("result") and row["result"] != shown:
         shown += f" (as measured: {row['result']})"
-    return shown + (f"; {row['qualifier']}" if row.get("qualifier") else "")
+    return shown + (f" ({row['why']})" if row.get("why") else "") + (f"; {row['qualifier']}" if row.get("qualifier") else "")
 
 
 def _cost(run: dict) -> str:
@@ -102,14 +104,14 @@ def paper_block(summary: dict, cost: dict[str, str]) -> str:
     pid, screen = summary["paper"], {b["scale"]: b for b in summary.get("first_screen") or []}
     lines = ["## Results", "",
              f"Cut from the first screen of [REPORT.md](../../results/{pid}/REPORT.md): each claim's deciding "
-             "comparison (ours, the paper's effect) and its runs' setting. Cost: summed `provenance.wall_s`.", ""]
+             "comparison (+ = the claim's direction) and its runs' setting. Cost: summed `provenance.wall_s`.", ""]
     for scale in summary["scales"]:
         t, block = (summary.get("tallies") or {}).get(scale) or {}, screen.get(scale) or {}
         lines.append(f"**{scale}**: cost {cost.get(scale, '-')}." + (" Smoke scale: judges no training claim."
                                                                     if t.get("smoke") else ""))
         if block.get("rows"):
             lines += ["", "| claim | verdict | ours [95 % CI] | paper | setting |", "|---|---|---|---|---|"]
-            lines += [f"| `{r['id']}`{_kind(r)} | {_verdict(r)} | {effect(r)} | {_signed(r.get('paper_effect'))} "
+            lines += [f"| `{r['id']}`{_kind(r)} | {_verdict(r)} | {effect(r)} | {_signed(r['toward'].get('paper'))} "
                       f"| {r['setting'].get('short', '')} |"
                       for r in block["rows"]]
         pre = "; ".join(f"`{r['id']}` {r['verdict']} ({effect(r)})" for r in block.get("preconditions") or [])

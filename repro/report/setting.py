@@ -96,7 +96,7 @@ def joined(runs: list[dict]) -> dict:
              f"{epochs} epochs" if epochs else "",
              ("pooled: " + " + ".join(devices)) if out["pooled"] else "".join(devices)]
     out["text"] = " · ".join(p for p in parts if p)
-    brief = [" + ".join(states) + (f" {epochs} epochs" if epochs else ""), "/".join(params_text(p) for p in out["params"]),
+    brief = [" + ".join(states) + (f" {epochs} epochs" if epochs else ""), "/".join(dict.fromkeys(params_text(p) for p in out["params"])),
              share if share != "all" else "", "pooled hardware" if out["pooled"] else ""]
     out["short"] = ", ".join(p for p in ["/".join(f"{s} px" for s in sizes), *brief] if p)
     return out
