@@ -164,3 +164,21 @@ def test_the_index_opens_with_one_line_per_paper():
         row = next(iter(_screen(pid).values())) if pid != "respostln" else _screen(pid)[
             "grid_d12_res_post_ln_trains_without_warmup"]
         assert row["id"] in line and row["setting"]["short"] in line, pid
+
+
+def test_a_claim_over_a_tables_rows_says_which_rows_it_was_tested_at():
+    row = _screen("convit")["t2_convit_ahead_top1"]
+    assert row["scope"] == "tested at 10%, 100% (2 of 5 rows the paper prints)"
+    assert row["scope"] in (ROOT / "results" / "convit" / "REPORT.md").read_text()
+    assert row["scope"] in (ROOT / "results" / "index.html").read_text()
+
+
+def test_values_csv_is_the_long_table_one_row_per_record_with_its_own_setting():
+    rows = list(csv.DictReader((ROOT / "results" / "augvit" / "values.csv").open()))
+    cells = {(r["table"], r["row"], r["column"], r["scale"]): r
+             for r in csv.DictReader((ROOT / "results" / "augvit" / "cells.csv").open())}
+    init = [r for r in rows if (r["table"], r["row"], r["column"], r["scale"]) == ("diversity_init", "augvit_s", "div_b", "cpu")]
+    cell = cells[("diversity_init", "augvit_s", "div_b", "cpu")]
+    assert len(init) == int(cell["n"]) and {r["run_id"] for r in init} == set(cell["record_ids"].split(";"))
+    assert {(r["img_size"], r["state"], r["device"]) for r in init} == {("224", "at init", "cpu")}
+    assert [f"{float(r['value']):.6g}" for r in init] == cell["values"].split(";")  # cells.csv rounds to 6 digits

@@ -225,7 +225,7 @@ def test_build_report_writes_every_output(tmp_path):
     paths = build_report("toy", papers_dir=papers, results_dir=results, notebook_execute=None)
     out = results / "toy"
     assert {p.name for p in paths} == {"REPORT.md", "report.html", "summary.json", "cells.csv", "claims.csv", "comparisons.csv",
-                                       "curve-full.png", "frac-full.png"}
+                                       "values.csv", "curve-full.png", "frac-full.png"}
     assert all(p.is_file() for p in paths)
     md, page = (out / "REPORT.md").read_text(), (out / "report.html").read_text()
     # scale, data, hardware, commit open the report

@@ -13,7 +13,7 @@ from repro.records import atomic_write_bytes, load_records
 from repro.report import figures, html, markdown, notebook
 from repro.report.assess import Assessment, assess, read_plans
 from repro.report.cells import index_records
-from repro.report.datafiles import cell_rows, cells_csv, claims_csv, comparisons_csv
+from repro.report.datafiles import cell_rows, cells_csv, claims_csv, comparisons_csv, values_csv
 from repro.report.featured import featured
 from repro.report.glance import first_screen, lead, tallies
 from repro.report.provenance import commits
@@ -108,6 +108,7 @@ def build_report(paper_id: str, papers_dir: Path = Path("papers"), results_dir: 
         _write(out / "cells.csv", cells_csv(summary["cells"])),
         _write(out / "claims.csv", claims_csv(a)),
         _write(out / "comparisons.csv", comparisons_csv(summary)),
+        _write(out / "values.csv", values_csv(cmp)),
     ]
     if notebook_execute:
         written += notebook.build(paper_id, papers_dir, results_dir, execute=notebook_execute, km=kernel)

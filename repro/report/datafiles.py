@@ -5,6 +5,7 @@ trained or at initialisation, model family and measured size, parameters, epochs
 claims.csv: one row per claim (and precondition) and scale, quoted from the comparison its verdict rests on:
 text, verdict, effect, interval, p, n, margin, the two means, preconditions with their measured values.
 comparisons.csv: every comparison of every claim, in numbers (summary.json's fields).
+values.csv: the long table, one row per record and cell with that run's own setting.
 """
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ import math
 from scipy import stats
 
 from repro.report.assess import Assessment
-from repro.report.cells import CITED, Cell, Comparison
+from repro.report.cells import CITED, MEASURED, Cell, Comparison
 from repro.report.glance import row as claim_row
 from repro.report.pairwise import said
+from repro.report.setting import run_setting
 
 CELL_FIELDS = ["paper", "table", "row", "column", "scale", "dataset", "fraction", "img_size", "state", "family", "model",
                "params", "epochs", "device", "unit",
@@ -99,6 +101,28 @@ def cell_rows(cmp: Comparison) -> list[dict]:
 
 def cells_csv(rows: list[dict]) -> str:
     return _csv(rows, CELL_FIELDS)
+
+
+VALUE_FIELDS = ["paper", "table", "row", "column", "scale", "run_id", "seed", "value", "unit", "img_size", "state",
+                "family", "model", "params", "epochs", "device"]
+
+
+def values_csv(cmp: Comparison) -> str:
+    """values.csv, the long table: one row per record and measured cell, its value in the cell's unit and the
+    setting of that one run (an array cell gives its length), for a reader who pools or plots per seed."""
+    rows = []
+    for view in cmp.views:
+        for c in view.cells.values():
+            if c.status != MEASURED or c.measured is None or not c.measured.run_ids:
+                continue
+            runs = {rec.get("run_id"): rec for rec, _ in cmp.runs(view.scale, c.table, c.row, c.column.key)}
+            for value, seed, rid in zip(c.measured.values, c.measured.seeds, c.measured.run_ids):
+                s = run_setting(runs.get(rid) or {}, cmp.models, cmp.counted)
+                rows.append({"paper": cmp.paper.id, "table": c.table, "row": c.row, "column": c.column.key,
+                             "scale": view.scale, "run_id": rid, "seed": seed, "unit": unit(cmp, c, view.scale),
+                             "value": f"array[{len(value)}]" if isinstance(value, list) else f"{value:.10g}",
+                             **{k: s[k] for k in VALUE_FIELDS[9:] if k != "model"}, "model": s["label"]})
+    return _csv(rows, VALUE_FIELDS)
 
 
 CLAIM_FIELDS = ["claim", "scale", "kind", "reading", "verdict", "label", "text", "setting", "compared", "comparisons",

@@ -128,6 +128,22 @@ def _floor(p: Verdict) -> bool:
         for c in p.checks)
 
 
+def scope(paper: Paper | None, v: Verdict) -> str:
+    """'tested at 10%, 100% (2 of 5 rows the paper prints)': a claim over a table's rows (every fraction, every
+    learning rate) judged on fewer of them than the paper prints says which ones."""
+    table = paper.table(v.claim.table) if paper is not None and v.claim.table else None
+    cols = {c.lhs.column for c in v.checks if c.lhs.table == v.claim.table}
+    if table is None or len(cols) != 1 or len(v.checks) < 1:
+        return ""
+    col = next(iter(cols))
+    printed = [r for r in table.rows if not r.cited and r.values.get(col) is not None and r.values[col].reported]
+    tested = [r for r in table.rows if any((ref.row, ref.table, ref.column) == (r.key, table.id, col)
+                                           for c in v.checks for ref in (c.lhs, c.rhs))]
+    if len(printed) < 2 or len(tested) >= len(printed) or not set(r.key for r in tested) <= {r.key for r in printed}:
+        return ""
+    return f"tested at {', '.join(r.label for r in tested)} ({len(tested)} of {len(printed)} rows the paper prints)"
+
+
 def toward(c: Check | None, t) -> dict:
     """The effect, its interval and the paper's, signed so that + is the claim's direction: lhs - rhs past the
     margin for '>' (and a rate), rhs - lhs for a bound ('<=': how far below it)."""
@@ -174,7 +190,7 @@ def row(cmp: Comparison, v: Verdict, drawn: set | frozenset = frozenset()) -> di
     under = [p for p, r in zip(v.preconditions, pre) if not r["met"] and (_floor(p) or p.claim.budget)]
     return {"id": v.claim.id, "text": v.claim.text, "kind": kind(v), "scale": v.scale,
             "verdict": said(v.verdict, v.claim.evidence), "label": v.label, **chip(v.verdict, v.claim.evidence),
-            "result": v.result or None, "toward": toward(c, t), "why": why(v, c),
+            "result": v.result or None, "toward": toward(c, t), "why": why(v, c), "scope": scope(paper, v),
             "setting": setting(cmp, [c] if c else v.checks, v.scale),
             "compared": f" {c.relation} ".join(pair_labels(paper, c.lhs, c.rhs)) if c else "",
             "comparisons": len(v.checks), "relation": c.relation if c else "", "unit": _unit(paper, c.lhs) if c else "",

@@ -180,7 +180,8 @@ def glance_lines(blocks: list[dict]) -> list[str]:
     out = ["## Did it reproduce? The central claims at a glance", ""] if blocks else []
     for b in blocks:
         out += [f"**At `{b['scale']}`**" + (f", {esc(b['budget'])}" if b["budget"] else "") + ".", ""]
-        rows = [[f"**{r['id']}**" + (f" ({r['kind']})" if r["kind"] != "training" else "") + f": {r['text']}",
+        rows = [[f"**{r['id']}**" + (f" ({r['kind']})" if r["kind"] != "training" else "") + f": {r['text']}"
+                 + (f" ({r['scope']})" if r.get("scope") else ""),
                  r["setting"]["text"], _signed(r["toward"]["paper"]), _ours(r),
                  f"{r['symbol']} {r['label']}" + (f" (why: {r['why']})" if r.get("why") else "")
                  + (f"; {r['qualifier']}" if r["qualifier"] else "") + "".join(

@@ -96,7 +96,8 @@ def joined(runs: list[dict]) -> dict:
              f"{epochs} epochs" if epochs else "",
              ("pooled: " + " + ".join(devices)) if out["pooled"] else "".join(devices)]
     out["text"] = " · ".join(p for p in parts if p)
-    brief = [" + ".join(states) + (f" {epochs} epochs" if epochs else ""), "/".join(dict.fromkeys(params_text(p) for p in out["params"])),
+    sizes_m = "/".join(dict.fromkeys(params_text(p) for p in out["params"]))  # 0.39M once for two such models
+    brief = [" + ".join(states) + (f" {epochs} epochs" if epochs else ""), sizes_m,
              share if share != "all" else "", "pooled hardware" if out["pooled"] else ""]
     out["short"] = ", ".join(p for p in ["/".join(f"{s} px" for s in sizes), *brief] if p)
     return out
