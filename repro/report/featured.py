@@ -34,13 +34,14 @@ def _cell_text(cell: dict | None, with_n: bool) -> str:
     return f"{number(cell['mean'])}{sd}" + (f" (n={cell['n']})" if with_n else "")
 
 
-def _comparison(claim: dict, qualifier: str = "", family: dict | None = None) -> dict:
+def _comparison(claim: dict, qualifier: str = "", row: dict | None = None) -> dict:
     """Effect, interval, p and verdict of a one-comparison claim, as text; with its family (rows compared with
     one baseline), the p in the direction the row is read and that p Holm-adjusted across the family."""
     c = (claim.get("comparisons") or [{}])[0]
-    ci, family = c.get("ci95"), family or {}
+    ci, family = c.get("ci95"), (row or {}).get("family") or {}
     p = family.get("p", c.get("p_holds_holm"))
     return {"claim": claim["id"], "verdict": claim["verdict"], "label": claim["label"], "qualifier": qualifier,
+            "text": (row or {}).get("text", ""),
             "effect": f"{c['effect']:+.2f}" if isinstance(c.get("effect"), (int, float)) else "-",
             "ci": f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "-", "p": f"{p:.3g}" if p is not None else "-",
             "side": family.get("side", "holds"),
@@ -60,12 +61,12 @@ def _at_scale(paper: Paper, summary: dict, scale: str, results_dir: Path) -> dic
     columns = [c for c in table.columns if any(isinstance(cells.get((r.key, c.key), {}).get("mean"), (int, float))
                                                for r in table.rows)]
     claims, marks = {}, qualifiers(summary)
-    families = {(r["id"], b["scale"]): r.get("family") for b in summary.get("first_screen") or [] for r in b["rows"]}
+    screen = {(r["id"], b["scale"]): r for b in summary.get("first_screen") or [] for r in b["rows"]}
     for cl in summary.get("claims", []):
         comps = cl.get("comparisons") or []
         if cl.get("scale") == scale and len(comps) == 1 and comps[0]["lhs"].startswith(f"{table.id}."):
             claims[comps[0]["lhs"].split(".")[1]] = _comparison(cl, marks.get((cl["id"], scale), ""),
-                                                               families.get((cl["id"], scale)))
+                                                               screen.get((cl["id"], scale)))
     rows = [{"label": r.label, "cells": [_cell_text(cells.get((r.key, c.key)), i == 0) for i, c in enumerate(columns)],
              "claim": claims.get(r.key)} for r in table.rows]
     figures = [{"id": f.id, "caption": f"{f.caption} {EXPLAINS.get(f.kind, '')}", "src": _png(results_dir / paper.id / "figures" / f"{f.id}-{scale}.png")}
@@ -88,4 +89,5 @@ def featured(paper: Paper, summary: dict, results_dir: Path) -> dict | None:
               if b["columns"]]  # a scale that does not measure the table shows nothing
     if not blocks:
         return None
-    return {"id": paper.id, "title": paper.title, "caption": table.caption, "note": table.note, "scales": blocks}
+    return {"id": paper.id, "title": paper.title, "caption": table.caption, "note": table.note,
+            "source": table.source, "scales": blocks}
