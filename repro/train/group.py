@@ -23,7 +23,7 @@ from timm.utils import random_seed
 from .. import records
 from ..data import build_data, choose_pipeline
 from ..runs import RunSpec, run_dir
-from . import checkpoint, machine, preempt
+from . import checkpoint, machine, precision, preempt
 from .engine import Result, Runtime, evaluate, set_determinism
 from .fused import PER_RUN, FusedRuns
 from .logs import summary_line, write_csv
@@ -140,7 +140,8 @@ class _Group:
         self.epochs = run_epochs(self.recipe, m0.spec.config["data"])
         self.steps_per_epoch = m0.data.train.steps_per_epoch
         self.max_steps = int(self.recipe.get("max_steps") or 0)
-        self.amp = {"bf16": torch.bfloat16}.get(rt.amp) if self.d.device.type == "cuda" else None
+        self.cpu_precision = m0.spec.config.get("cpu_precision")  # the same in every member: equal configs
+        self.amp = precision.amp_dtype(self.d.device, "bf16" if rt.amp == "bf16" else "none", self.cpu_precision)
         criterion = build_criterion(self.recipe, build_mixup(self.recipe, m0.data.num_classes))
         self.fused = FusedRuns([m.model for m in self.members], [m.spec.config["recipe"] for m in self.members],
                                self.epochs, self.steps_per_epoch, criterion, self.amp, compile=rt.compile)
@@ -244,7 +245,8 @@ class _Group:
                     "bf16": self.amp is torch.bfloat16, "amp": "bfloat16" if self.amp else None,
                     "compile": bool(self.rt.compile),  # a fused group compiles its update (repro/train/fused.py)
                     "deterministic": self.rt.deterministic, "data": m.data.info, "fingerprint": m.spec.fingerprint,
-                    "group_wall_s": wall, **machine.trained_how(m.spec.run_id, self.ids)}
+                    "group_wall_s": wall, **machine.trained_how(m.spec.run_id, self.ids),
+                    **precision.provenance(self.d.device, self.cpu_precision, self.amp)}
             out.append(Result(status, records._jsonable(metrics), prov))
         return out
 
