@@ -52,8 +52,10 @@ gpu-check: $(PY)
 	$(PY) -m benchmarks.gpu_check $(if $(PAPER),--paper $(PAPER))
 
 # `make bench`: ours vs timm (benchmarks/throughput.py), the data path's share of a training step
-# (benchmarks/data_path.py), the fast path and fused runs (benchmarks/fastpath.py); each writes results/bench/<device>*.json.
+# (benchmarks/data_path.py), the fast path and fused runs (benchmarks/fastpath.py), the CPU step in fp32 and bf16
+# (benchmarks/cpu_step.py); each writes results/bench/<device>*.json.
 bench: $(PY)
 	$(PY) -m benchmarks.throughput
 	$(PY) -m benchmarks.data_path
 	$(PY) -m benchmarks.fastpath
+	$(PY) -m benchmarks.cpu_step
