@@ -152,6 +152,8 @@ def resolve(spec: RunSpec, base: dict, overrides: dict | None = None, mode: dict
     if cfg.get("cpu_precision", "fp32") not in CPU_PRECISIONS:
         raise ConfigError(f"cpu_precision={cfg['cpu_precision']!r} in {spec.paper}/{spec.table}: "
                           f"use one of {', '.join(CPU_PRECISIONS)}")
+    if cfg.get("cpu_precision") == "fp32":  # the default: configs (and plans) read as before the key existed
+        del cfg["cpu_precision"]
     scale = spec.scale
     if (mode or {}).get("mode") == "smoke":  # smoke records live apart: never averaged into real ones
         scale = smoke_scale(spec.scale)
