@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import time
 from pathlib import Path
 from unittest import mock
@@ -128,6 +129,7 @@ def main(argv=None) -> None:
     print(f"one thread, batch {args.batch}; matmul peak fp32 {peak['fp32'] / 1e9:.0f}, bf16 {peak['bf16'] / 1e9:.0f} GFLOP/s")
     print(tabulate(rows, headers=["width x depth", "step", "img/s", "vs fp32", "GFLOP/s", "of peak", "mean loss"]))
     out = {"batch": args.batch, "steps": args.steps, "rounds": args.rounds, "threads": 1,
+           "load_avg_1min": os.getloadavg()[0],  # other work on the machine: ratios hold, absolute numbers less
            "native_bf16": precision.cpu_has_native_bf16(), "peak_gflop_s": {k: v / 1e9 for k, v in peak.items()},
            "sizes": sizes}
     print(f"wrote {save(args.out, '-cpu_step', out)}")
