@@ -114,18 +114,45 @@ def test_rule_takes_the_first_candidate_in_order_that_meets_it():
     assert "outside the regime" in pilot.describe([no, no], ("none", None))
 
 
-def test_read_takes_the_candidates_own_records(tmp_path):
-    cand = pilot.CANDIDATES[0]
-    assert pilot.read(cand, PILOT, root=tmp_path) is None
-    metrics = {"init": {"top1": 10.0, "cossim_last": 0.29, "cossim_train_last": 0.28},
-               "trained": {"top1": 61.5, "cossim_last": 0.55, "cossim_train_last": 0.57}}
+def write_records(cand, root, trained, init=None):
+    metrics = {"init": init or {"top1": 10.0, "cossim_last": 0.29, "cossim_train_last": 0.28}, "trained": trained}
     for key, spec in pilot.specs(cand, PILOT).items():
         write_record({"schema": SCHEMA, "run_id": spec.run_id, "paper": spec.paper, "table": spec.table,
                       "cell": spec.cell, "scale": spec.scale, "seed": spec.seed, "status": "finished",
-                      "metrics": metrics[key], "config": spec.config, "provenance": {}}, tmp_path)
+                      "metrics": metrics[key], "config": spec.config, "provenance": {}}, root)
+
+
+def test_read_takes_the_candidates_own_records(tmp_path):
+    cand = pilot.CANDIDATES[0]
+    assert pilot.read(cand, PILOT, root=tmp_path) is None
+    write_records(cand, tmp_path, {"top1": 61.5, "cossim_last": 0.55, "cossim_train_last": 0.57})
     r = pilot.read(cand, PILOT, root=tmp_path)
     assert r == pilot.Reading("talking_heads", 61.5, 0.55, 0.29, 0.57, 0.28) and r.meets()
     assert pilot.read(pilot.CANDIDATES[1], PILOT, root=tmp_path) is None  # 20 epochs: other run ids
+
+
+@pytest.mark.parametrize("first_meets", [False, True])
+def test_pilot_runs_candidates_in_order_until_one_meets_the_rule(tmp_path, monkeypatch, capsys, first_meets):
+    """Each command trains one candidate (here: writes its records); the pilot stops at the first that meets
+    the rule, so the costlier candidate never runs when the cheaper one over-smooths; extra overrides go to
+    every command (runtime ones leave the run ids alone)."""
+    monkeypatch.setenv("REPRO_RESULTS_DIR", str(tmp_path))
+    ran = []
+
+    def train(cmd, cwd):
+        assert cmd[1:4] == ["-m", "repro", "reproduce"] and f"data.path={PILOT}" in cmd and "runtime.progress=false" in cmd
+        cand = pilot.CANDIDATES[1] if "recipe.epochs=20" in cmd else pilot.CANDIDATES[0]
+        ran.append(cand.name)
+        meets = cand is pilot.CANDIDATES[1] or first_meets
+        write_records(cand, tmp_path, {"top1": 62.0, "cossim_last": 0.6 if meets else 0.3})
+        return 0
+
+    monkeypatch.setattr(pilot.subprocess, "call", train)
+    assert pilot.main([PILOT, "runtime.progress=false"]) == 0
+    assert ran == (["talking_heads"] if first_meets else ["talking_heads", "talking_heads_e20"])
+    assert f"taken: {ran[-1]}" in capsys.readouterr().out
+    monkeypatch.setattr(pilot.subprocess, "call", lambda *a, **k: pytest.fail("--judge trains nothing"))
+    assert pilot.main([PILOT, "--judge", "runtime.progress=false"]) == 0
 
 
 def test_pilot_refuses_the_repository_results_folder(monkeypatch, capsys):

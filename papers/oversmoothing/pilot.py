@@ -102,8 +102,8 @@ def describe(readings: list[Reading | None], verdict: tuple[str, str | None]) ->
     """One line per candidate read (top-1; CosSim init -> trained, ours and on the poster's images), then the verdict."""
     def num(x):
         return "-" if x is None else f"{x:.3f}"
-    lines = [f"{r.candidate}: top-1 {r.top1:.2f}; CosSim {num(r.cossim_init)} -> {num(r.cossim_last)} (64 held-out "
-             f"images), {num(r.cossim_train_init)} -> {num(r.cossim_train_last)} (training images); "
+    lines = [f"{r.candidate}: top-1 {r.top1:.2f}; CosSim {num(r.cossim_init)} -> {num(r.cossim_last)} (held-out probe "
+             f"batch), {num(r.cossim_train_init)} -> {num(r.cossim_train_last)} (training images); "
              f"{'meets' if r.meets() else 'does not meet'} the rule" for r in readings if r is not None]
     status, name = verdict
     lines.append({"taken": f"taken: {name} (Figure 2 at cpu in its setting, 3 seeds)",
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("pilot", type=Path, help="the held-out split (python -m repro.data.holdout)")
     ap.add_argument("--judge", action="store_true", help="read the records only; train nothing")
     ap.add_argument("overrides", nargs="*", help="extra overrides for every command, e.g. smoke=true")
-    args = ap.parse_args(argv)
+    args = ap.parse_intermixed_args(argv)
     if not args.judge and results_root().resolve() == (REPO / "results").resolve():
         print("error: set REPRO_RESULTS_DIR to a folder of the pilot's own (not the repository's results/)",
               file=sys.stderr)
