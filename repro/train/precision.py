@@ -1,10 +1,10 @@
 """The numerics of a training step: bf16 autocast on CUDA (``runtime.amp``, how a run executes) and, where a
 run's config asks for it (``cpu_precision: bf16``, part of what it measures), on a CPU with native bf16.
 
-Why a CPU gets bf16 only where it has the instructions: with avx512_bf16 (or AMX, or Arm's bf16) the bf16
-matmuls run about twice as fast as fp32; without them PyTorch emulates bf16 and the step gets slower.
-Why the math attention path: on such a CPU the fused flash-attention kernel in bf16 ran at 0.53-1.25x the
-fp32 step, the math path (plain matmuls and a softmax) at 1.7-2.0x (benchmarks/cpu_step.py).
+Why a CPU gets bf16 only where it has the instructions: with avx512_bf16 (or AMX, or Arm's bf16) its
+matmuls run at several times fp32's rate; without them PyTorch emulates bf16 and the step gets slower.
+Why the math attention path: on such a CPU the flash-attention kernel in bf16 ran below the fp32 step
+under width 192, the math path above it (benchmarks/README.md, "CPU: the step in bf16").
 """
 from __future__ import annotations
 
