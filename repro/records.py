@@ -15,6 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable
 
+from .paths import env_folder
+
 SCHEMA = "vitrepro.record/1"
 STATUSES = ("finished", "diverged", "failed")
 PERCENT = re.compile(r"(^|_)top[15](_|$)")  # accuracies in %: top1, top5, best_top1, top1_masked, top1_curve
@@ -32,7 +34,7 @@ class RecordError(ValueError):
 
 def results_root() -> Path:
     """Where records and reports live: ``REPRO_RESULTS_DIR`` or ``./results``."""
-    return Path(os.environ.get("REPRO_RESULTS_DIR", "results"))
+    return env_folder("REPRO_RESULTS_DIR", "results")
 
 
 def record_dir(paper: str, scale: str, root: Path | None = None) -> Path:

@@ -27,8 +27,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="build the reports without the invalid records (each still named on stderr)")
     args = ap.parse_args(argv)
     start = time.perf_counter()
-    results = args.results_dir or results_root()
     try:
+        results = args.results_dir or results_root()
         invalid = invalid_records(args.papers_dir, results, args.paper)
         for line in invalid:
             print(f"skipped: {line}" if args.allow_invalid else
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         written, errors = build_all(args.papers_dir, results, args.paper,
                                     None if args.notebook == "none" else args.notebook)
         readmes = write_readmes(args.papers_dir, results, args.paper)  # README results blocks, from summary.json
-    except (UnknownPaper, MissingMarkers, ConfigError) as e:  # ConfigError: a plan missing or not to be trusted
+    except (UnknownPaper, MissingMarkers, ConfigError) as e:  # ConfigError: a plan not to be trusted, an empty REPRO_RESULTS_DIR
         print(f"error: {e}", file=sys.stderr)
         return 2
     except OSError as e:  # a read-only results folder, a full disk: the records are only read, never touched
