@@ -5,14 +5,20 @@ PY     := $(VENV)/bin/python
 PAPER  ?=
 SCALE  ?=
 
-.PHONY: install test test-fast reproduce reproduce-all plan report bench gpu-check zoo clean
+.PHONY: install constraints test test-fast reproduce reproduce-all plan report bench gpu-check zoo clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
+# One environment: the versions the tests pass with (constraints.txt), so that a fresh clone does not resolve
+# another torch than the records were made with. `make constraints` writes it from a working .venv.
 install: $(PY)
-	$(PY) -m pip install -q -e ".[dev,slurm]"
+	$(PY) -m pip install -q -c constraints.txt -e ".[dev,slurm]"
+
+constraints: $(PY)
+	{ sed -n '1,2p' constraints.txt; $(PY) -m pip freeze --exclude-editable; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
 
 # Two workers, a file each at a time (pytest-xdist): the suite's tests use one thread each, so two fill a 2-core machine.
 test: $(PY)

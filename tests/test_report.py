@@ -143,6 +143,19 @@ def _toy_comparison(tmp_path):
     return cmp, {(v.claim.id, v.scale): v for v in judge_all(cmp)}
 
 
+def test_a_cell_whose_seeds_pool_torch_versions_says_so(tmp_path):
+    """Records re-made under another torch differ in the 8th digit of their losses: the cell names the versions."""
+    papers, results = make_toy(tmp_path)
+    path = results / "toy" / "full" / "records" / "base-f1-2.json"
+    rec = json.loads(path.read_text())
+    rec["provenance"]["torch"] = "2.6.0"
+    write_record(rec, results)
+    paper = load_paper(papers / "toy" / "paper.yaml")
+    cmp = compare(paper, *load_records("toy", root=results))
+    assert "seeds pool torch versions: 2.5.0 (seed 0, 1); 2.6.0 (seed 2)" in cmp.cell(Ref("t", "f1", "base"), "full").notes
+    assert not [n for n in cmp.cell(Ref("t", "f1", "ours"), "full").notes if "torch" in n]
+
+
 def test_cell_mean_std_n_delta_and_noise(tmp_path):
     cmp, _ = _toy_comparison(tmp_path)
     cell = cmp.cell(Ref("t", "f1", "base"), "full")
