@@ -13,7 +13,7 @@ from ..runs import RunSpec, run_dir
 from ..train import ddp, preempt
 from ..train.checkpoint import CheckpointError
 from ..train.engine import Runtime
-from ..train.execute import DONE, execute, failed_record, record_status, shared_record
+from ..train.execute import DONE, execute, failed_record, record_status, resumes, shared_record
 from .locks import claim, held_by
 from .packed import train_packed
 from .progress import describe, eta
@@ -70,7 +70,8 @@ def run_one(s: RunSpec, tag: str, rt: Runtime, say, force: bool, progress: str =
     if force:  # start over: the old record stays until the new one replaces it
         (run_dir(s) / "last.pt").unlink(missing_ok=True)
         st = "not run"
-    say(f"{tag} {'resume' if st == 'partial' else 'run'} {s.run_id} ({s.kind} {s.table}/{s.cell['row']} "
+    resume = st == "partial" and rt.persist and resumes(s)  # a final checkpoint of another folder's record: run
+    say(f"{tag} {'resume' if resume else 'run'} {s.run_id} ({s.kind} {s.table}/{s.cell['row']} "
         f"seed {s.seed}){'; ' + progress if progress else ''}", flush=True)
     try:
         rec = execute(s, rt)
