@@ -104,3 +104,16 @@ def test_a_data_cache_of_the_wrong_size_is_one_line(dirs, capsys):
     assert len(list(dirs["results"].rglob("records/*.json"))) == 2  # seeds=1's, kept
     assert os.path.exists(cache)
     assert records.load_records(dirs["pid"], root=dirs["results"])[1] == []
+
+
+def test_out_of_memory_is_one_line_and_no_failed_record(dirs, capsys, monkeypatch):
+    """Every later run would fail the same way: it printed a traceback per run and recorded each as failed."""
+    from repro.run import sequential
+
+    def oom(spec, rt):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+    monkeypatch.setattr(sequential, "execute", oom)
+    err = one_line_error(capsys, main(["reproduce", *fast_args(dirs["pid"], "tables=[table2]", "report=false")]))
+    assert "out of memory (CUDA out of memory. Tried to allocate 20.00 GiB); lower recipe.batch_size" in err
+    assert not list(dirs["results"].rglob("records/*.json"))

@@ -8,9 +8,9 @@ import traceback
 
 from .. import records
 from ..data import DataError, FractionError
-from ..errors import ConfigError
+from ..errors import ConfigError, one_line
 from ..runs import RunSpec, run_dir
-from ..train import ddp, preempt
+from ..train import ddp, machine, preempt
 from ..train.checkpoint import CheckpointError
 from ..train.engine import Runtime
 from ..train.execute import DONE, execute, failed_record, record_status, resumes, shared_record
@@ -78,6 +78,10 @@ def run_one(s: RunSpec, tag: str, rt: Runtime, say, force: bool, progress: str =
     except BAD_INPUT:
         raise
     except Exception as e:  # a crash in one run is recorded; the other runs go on
+        if machine.out_of_memory(e):  # every later run would fail the same way: one line, no failed record
+            raise ConfigError(f"{s.run_id}: out of memory ({one_line(e)[:160]}); lower recipe.batch_size (or "
+                              f"runtime.probe_batch), or run it on a machine with more memory; the finished runs "
+                              f"keep their records") from None
         if rt.dist.world_size > 1 or records.disk_full(e):  # other ranks wait in a collective; no room for a record
             raise
         traceback.print_exc()
