@@ -5,13 +5,17 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
+import subprocess
+import sys
 import time
 
 from repro import records
 from repro.cli import main
 from repro.run import locks
+from repro.train import preempt
 
-from conftest import fast_args
+from conftest import fast_args, subprocess_env
 
 
 def test_a_run_that_starts_from_scratch_never_says_resume(dirs, capsys, monkeypatch, tmp_path):
@@ -42,3 +46,18 @@ def test_a_lock_from_a_clock_ahead_of_ours_is_named(dirs, capsys):
     (line,) = [line for line in capsys.readouterr().out.splitlines() if f"skip {run_id}" in line]
     assert re.search(r"heartbeat is 3\d\d\d s in the future \(clock skew", line) and f"delete {lock}" in line
     assert not records.record_path(pid, "tiny", run_id).exists()
+
+
+def test_ctrl_c_while_a_jobs_group_starts_is_no_traceback(dirs):
+    """Ctrl-C reaches every process of a jobs=N command; a group still importing printed a KeyboardInterrupt
+    traceback. It now waits for its parent's SIGTERM, which ends it quietly."""
+    env = {**subprocess_env(dirs), preempt.SUMMARIZED: "1"}
+    p = subprocess.Popen([sys.executable, "-m", "repro", "reproduce", *fast_args(dirs["pid"])], env=env,
+                         cwd=dirs["papers"].parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.2)  # inside its imports (torch alone takes longer)
+    p.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    p.terminate()  # what the parent's preempt.wait does
+    out, err = p.communicate(timeout=120)
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert preempt.stopped(p.returncode)
