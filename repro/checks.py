@@ -218,5 +218,6 @@ def check_writable(folder: Path, what: str = "results folder", env: str = "REPRO
         os.unlink(probe)
     except OSError as e:
         blocker = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
-        why = f"{blocker} is a file, not a folder: move it away" if blocker else f"{e.strerror or e}: fix its permissions"
+        why = (f"{blocker} is a file, not a folder: move it away" if blocker
+               else f"{e.strerror or e}: fix its permissions")
         raise ConfigError(f"{what} {folder} is not writable ({why}), or point {env} at a writable folder") from None

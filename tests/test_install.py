@@ -28,7 +28,8 @@ def test_make_install_pins_every_dependency_to_a_version_it_allows():
     dry = subprocess.run(["make", "-n", "install", "PY=python"], cwd=REPO, capture_output=True, text=True).stdout
     assert "-c constraints.txt" in dry
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    deps = [*project["dependencies"], *(d for extra in ("dev", "slurm") for d in project["optional-dependencies"][extra])]
+    extras = project["optional-dependencies"]
+    deps = [*project["dependencies"], *extras["dev"], *extras["slurm"]]
     pins = _pins()
     for dep in map(Requirement, deps):
         name = re.sub(r"[-_.]+", "-", dep.name).lower()

@@ -152,7 +152,8 @@ def test_a_cell_whose_seeds_pool_torch_versions_says_so(tmp_path):
     write_record(rec, results)
     paper = load_paper(papers / "toy" / "paper.yaml")
     cmp = compare(paper, *load_records("toy", root=results))
-    assert "seeds pool torch versions: 2.5.0 (seed 0, 1); 2.6.0 (seed 2)" in cmp.cell(Ref("t", "f1", "base"), "full").notes
+    notes = cmp.cell(Ref("t", "f1", "base"), "full").notes
+    assert "seeds pool torch versions: 2.5.0 (seed 0, 1); 2.6.0 (seed 2)" in notes
     assert not [n for n in cmp.cell(Ref("t", "f1", "ours"), "full").notes if "torch" in n]
 
 

@@ -11,6 +11,7 @@ import pytest
 from repro import records
 from repro.cli import main
 from repro.plan import store
+from repro.plan.__main__ import main as plan_main
 from repro.report.__main__ import main as report_main
 
 from conftest import REPO, fast_args
@@ -66,7 +67,7 @@ def test_a_record_out_of_its_place_stops_the_report_naming_both_files(convit_cpu
 
 
 @pytest.mark.parametrize("case", ["missing", "garbage", "a run taken out", "another scale's"])
-def test_the_report_stops_at_a_plan_it_cannot_trust(convit_cpu, capsys, case):
+def test_the_report_stops_at_a_plan_it_cannot_trust(convit_cpu, capsys, monkeypatch, case):
     folder, args = convit_cpu
     plan = folder / "plan.json"
     doc = json.loads(plan.read_text())
@@ -80,6 +81,10 @@ def test_the_report_stops_at_a_plan_it_cannot_trust(convit_cpu, capsys, case):
         plan.write_bytes(store.dumps(store.sealed({**doc, "scale": "tiny"})))
     err = one_line_error(capsys, report_main(args))
     assert str(plan) in err and "python -m repro.plan --paper convit --scale cpu" in err
+    if case == "garbage":  # what the plan stage says to it: the overrides it was made with are lost
+        monkeypatch.setenv("REPRO_RESULTS_DIR", str(folder.parents[1]))
+        err = one_line_error(capsys, plan_main(["--paper", "convit", "--scale", "cpu"]))
+        assert err.startswith(f"error: {plan} cannot be read") and "delete it" in err
 
 
 def test_a_record_that_is_no_run_of_the_plan_stops_the_report(convit_cpu, capsys):

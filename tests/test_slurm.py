@@ -86,7 +86,8 @@ def test_the_tests_never_start_or_install_slurm(monkeypatch):
     /etc/slurm and started daemons: the tests now only ask whether the cluster is up."""
     calls = []
     monkeypatch.setattr(shutil, "which", lambda name: None)
-    monkeypatch.setattr(subprocess, "run", lambda cmd, *a, **k: calls.append(cmd) or subprocess.CompletedProcess(cmd, 1))
+    monkeypatch.setattr(subprocess, "run", 
+                        lambda cmd, *a, **k: calls.append(cmd) or subprocess.CompletedProcess(cmd, 1))
     why = _slurm_down()
     assert why.startswith("SLURM is not up") and "tests/cluster/slurm.sh start" in why
     assert not [c for c in calls if "start" in map(str, c)]

@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         written, errors = build_all(args.papers_dir, results, args.paper,
                                     None if args.notebook == "none" else args.notebook)
         readmes = write_readmes(args.papers_dir, results, args.paper)  # README results blocks, from summary.json
-    except (UnknownPaper, MissingMarkers, ConfigError) as e:  # ConfigError: a plan not to be trusted, an empty REPRO_RESULTS_DIR
+    except (UnknownPaper, MissingMarkers, ConfigError) as e:  # ConfigError: an untrusted plan, REPRO_RESULTS_DIR=
         print(f"error: {e}", file=sys.stderr)
         return 2
     except OSError as e:  # a read-only results folder, a full disk: the records are only read, never touched

@@ -48,7 +48,8 @@ def planned_only(records: list[dict], plans: dict[str, dict]) -> tuple[list[dict
     for rec in records:
         scale = str(rec.get("scale"))
         if scale in ids and rec.get("run_id") not in ids[scale]:
-            out.append(RecordError(f"{rec.get('run_id')} ({scale}): not a run of results/{rec.get('paper')}/{scale}/plan.json "
+            out.append(RecordError(f"{rec.get('run_id')} ({scale}): not a run of "
+                                   f"results/{rec.get('paper')}/{scale}/plan.json "
                                    f"(overrides {plans[scale].get('overrides') or 'none'}); left out"))
         else:
             keep.append(rec)
