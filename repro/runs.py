@@ -18,7 +18,6 @@ import copy
 import dataclasses
 import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +26,7 @@ from omegaconf import OmegaConf
 
 from .errors import ConfigError
 from .functions import hashed, short_name
+from .paths import env_folder
 from .records import read_record, record_path
 
 KINDS = ("train", "probe")
@@ -39,7 +39,7 @@ RUN_KEYS = ("model", "data", "recipe", "probes", "losses", "objective", "probe",
 
 def cache_root() -> Path:
     """Checkpoints, decoded datasets, run logs, Hydra's run dir: ``REPRO_CACHE_DIR`` or ``./.cache``."""
-    return Path(os.environ.get("REPRO_CACHE_DIR", ".cache"))
+    return env_folder("REPRO_CACHE_DIR", ".cache")
 
 
 def run_dir(spec: "RunSpec") -> Path:

@@ -126,6 +126,19 @@ def train(spec: RunSpec, rt: Runtime, stop_at: int | None = None) -> Result:
     return run.result()
 
 
+def _record(spec: RunSpec) -> str:
+    return str(record_path(spec.paper, spec.scale, spec.run_id).resolve())
+
+
+def start_state(spec: RunSpec, path) -> tuple[dict | None, dict | None]:
+    """The checkpoint at ``path`` that ``spec``'s run resumes (None: it starts from scratch, e.g. from a final
+    checkpoint another results folder's record was made from) and the reuse its record names
+    (checkpoint.for_record): one decision for the engine and for the line that says resume or run."""
+    state = checkpoint.load(path, spec.fingerprint)
+    return checkpoint.for_record(state, _record(spec), run_epochs(spec.config["recipe"], spec.config["data"]),
+                                 int(spec.config["recipe"].get("max_steps") or 0), path)
+
+
 class _Run:
     """One run's state, from setup (fresh or from its checkpoint) to its Result: what ``train`` loops over."""
 
@@ -139,10 +152,8 @@ class _Run:
         self.ckpt_path = self.out_dir / "last.pt"
         set_determinism(rt)
         random_seed(spec.seed)
-        state = checkpoint.load(self.ckpt_path, spec.fingerprint) if rt.persist else None
-        self.record = str(record_path(spec.paper, spec.scale, spec.run_id).resolve())
-        state, self.resumed_from = checkpoint.for_record(state, self.record, run_epochs(self.recipe, self.cfg["data"]),
-                                                         int(self.recipe.get("max_steps") or 0), self.ckpt_path)
+        self.record = _record(spec)
+        state, self.resumed_from = start_state(spec, self.ckpt_path) if rt.persist else (None, None)
         self._build(state is not None)
         self.start_epoch, self.step, self.history, self.diverged_step = 0, 0, [], None
         self.spent = {"wall_s": 0.0, "train_s": 0.0, "images": 0}
