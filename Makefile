@@ -5,14 +5,20 @@ PY     := $(VENV)/bin/python
 PAPER  ?=
 SCALE  ?=
 
-.PHONY: install test test-fast reproduce reproduce-all plan report bench gpu-check zoo clean
+.PHONY: install constraints test test-fast reproduce reproduce-all plan report bench gpu-check zoo clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
+# One environment: the versions the tests pass with (constraints.txt), so that a fresh clone does not resolve
+# another torch than the records were made with. `make constraints` writes it from a working .venv.
 install: $(PY)
-	$(PY) -m pip install -q -e ".[dev,slurm]"
+	$(PY) -m pip install -q -c constraints.txt -e ".[dev,slurm]"
+
+constraints: $(PY)
+	{ sed -n '1,2p' constraints.txt; $(PY) -m pip freeze --exclude-editable; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
 
 # Two workers, a file each at a time (pytest-xdist): the suite's tests use one thread each, so two fill a 2-core machine.
 test: $(PY)
@@ -42,9 +48,10 @@ reproduce-%: $(PY)
 plan: $(PY)
 	$(PY) -m repro.plan $(if $(PAPER),--paper $(PAPER)) $(if $(SCALE),--scale $(SCALE))
 
-# `make report [PAPER=convit]`: rebuild reports from committed records and plans only (no training).
+# `make report [PAPER=convit] [ALLOW_INVALID=1]`: rebuild reports from committed records and plans only (no training);
+# ALLOW_INVALID=1 builds them without the invalid records (each named on stderr) instead of stopping.
 report: $(PY)
-	$(PY) -m repro.report $(if $(PAPER),--paper $(PAPER))
+	$(PY) -m repro.report $(if $(PAPER),--paper $(PAPER)) $(if $(filter-out 0,$(ALLOW_INVALID)),--allow-invalid)
 
 # `make gpu-check [PAPER=convit]`: each paper's small run a few steps on this device (bf16 and device-resident
 # data on a GPU, compiled and not, checkpoint + resume), one line per paper with images/s (benchmarks/gpu_check.py).
@@ -52,8 +59,10 @@ gpu-check: $(PY)
 	$(PY) -m benchmarks.gpu_check $(if $(PAPER),--paper $(PAPER))
 
 # `make bench`: ours vs timm (benchmarks/throughput.py), the data path's share of a training step
-# (benchmarks/data_path.py), the fast path and fused runs (benchmarks/fastpath.py); each writes results/bench/<device>*.json.
+# (benchmarks/data_path.py), the fast path and fused runs (benchmarks/fastpath.py), the CPU step in fp32 and bf16
+# (benchmarks/cpu_step.py); each writes results/bench/<device>*.json.
 bench: $(PY)
 	$(PY) -m benchmarks.throughput
 	$(PY) -m benchmarks.data_path
 	$(PY) -m benchmarks.fastpath
+	$(PY) -m benchmarks.cpu_step

@@ -4,6 +4,7 @@ after an hour of training, and never a silently wrong result (a dataset whose cl
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import re
 import tempfile
@@ -31,6 +32,17 @@ NON_NEGATIVE_INT = ("eval_every", "recount")
 POSITIVE = ("lr_base_batch",)
 NON_NEGATIVE = ("base_lr", "warmup_epochs", "weight_decay", "min_lr", "warmup_lr", "mixup", "cutmix", "cooldown_epochs")
 PROBABILITY = ("smoothing", "reprob", "mixup_prob", "mixup_switch_prob", "hflip", "drop_path", "drop")
+
+
+def check_finite(config: dict, prefix: str = "") -> None:
+    """No number of a run's config is nan or inf (``recipe.lr=nan`` trained 10 failed runs; ``recipe.lr=inf``
+    10 "diverged" ones, kept as done): one line naming the first such key, before anything is written."""
+    for key, value in (config.items() if isinstance(config, dict) else enumerate(config)):
+        name = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{name}={value}: not a finite number; give a finite value")
+        if isinstance(value, (dict, list, tuple)):
+            check_finite(value, name)
 
 
 def _number(key: str, value) -> float:
@@ -205,5 +217,7 @@ def check_writable(folder: Path, what: str = "results folder", env: str = "REPRO
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
-        raise ConfigError(f"{what} {folder} is not writable ({e.strerror or e}); fix its permissions "
-                          f"or point {env} at a writable folder") from None
+        blocker = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
+        why = (f"{blocker} is a file, not a folder: move it away" if blocker
+               else f"{e.strerror or e}: fix its permissions")
+        raise ConfigError(f"{what} {folder} is not writable ({why}), or point {env} at a writable folder") from None

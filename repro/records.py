@@ -15,6 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable
 
+from .paths import env_folder
+
 SCHEMA = "vitrepro.record/1"
 STATUSES = ("finished", "diverged", "failed")
 PERCENT = re.compile(r"(^|_)top[15](_|$)")  # accuracies in %: top1, top5, best_top1, top1_masked, top1_curve
@@ -32,7 +34,7 @@ class RecordError(ValueError):
 
 def results_root() -> Path:
     """Where records and reports live: ``REPRO_RESULTS_DIR`` or ``./results``."""
-    return Path(os.environ.get("REPRO_RESULTS_DIR", "results"))
+    return env_folder("REPRO_RESULTS_DIR", "results")
 
 
 def record_dir(paper: str, scale: str, root: Path | None = None) -> Path:
@@ -154,10 +156,21 @@ def load_records(paper: str, scales: Iterable[str] | None = None, root: Path | N
             continue
         for f in sorted((scale_dir / "records").glob("*.json")):
             try:
-                good.append(read_record(f))
+                good.append(check_place(read_record(f), f, paper, scale_dir.name))
             except RecordError as e:
                 bad.append(e)
     return good, bad
+
+
+def check_place(rec: dict, path: Path, paper: str, scale: str) -> dict:
+    """A record sits in its own paper's and scale's folder, in the file named for its run: a copy
+    (``x.bak.json``, ``x (copy).json``) or a record filed elsewhere would count one run twice, or count it
+    as another scale's measurement. RecordError names the file and the one its run belongs in."""
+    home = record_path(str(rec["paper"]), str(rec["scale"]), str(rec["run_id"]), path.parents[3])
+    if path.name != home.name or rec["paper"] != paper or rec["scale"] != scale:
+        raise RecordError(f"{path}: holds run {rec['run_id']} of {rec['paper']}/{rec['scale']}, whose record "
+                          f"is {home}: one run id is one measurement; delete the copy, or move it there")
+    return rec
 
 
 def git_state(cwd: Path | None = None) -> dict:

@@ -18,7 +18,6 @@ import copy
 import dataclasses
 import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,18 +26,20 @@ from omegaconf import OmegaConf
 
 from .errors import ConfigError
 from .functions import hashed, short_name
+from .paths import env_folder
 from .records import read_record, record_path
 
 KINDS = ("train", "probe")
 SCALES = ("tiny", "cpu", "small", "full")  # smoke, 2-core CPU, one GPU, the paper's protocol
 # Top-level config keys that describe what a run measures (hashed into its id); everything else
 # in the Hydra config (runtime, command, ...) changes how it runs, not what it measures.
-RUN_KEYS = ("model", "data", "recipe", "probes", "losses", "objective", "probe", "mode")
+CPU_PRECISIONS = ("fp32", "bf16")  # a CPU step's numerics (repro/train/precision.py)
+RUN_KEYS = ("model", "data", "recipe", "probes", "losses", "objective", "probe", "mode", "cpu_precision")
 
 
 def cache_root() -> Path:
     """Checkpoints, decoded datasets, run logs, Hydra's run dir: ``REPRO_CACHE_DIR`` or ``./.cache``."""
-    return Path(os.environ.get("REPRO_CACHE_DIR", ".cache"))
+    return env_folder("REPRO_CACHE_DIR", ".cache")
 
 
 def run_dir(spec: "RunSpec") -> Path:
@@ -58,12 +59,13 @@ def final_checkpoint(spec: "RunSpec") -> Path:
 
 def _measured(config):
     """``config`` as hashed into run ids: ``data.download`` (anywhere, a source's config included) counts
-    as false, since how the files arrive is not what a run measures; fetching never changes an id."""
+    as false, since how the files arrive is not what a run measures; fetching never changes an id.
+    ``cpu_precision: fp32`` is left out: every run before the key existed trained so, and keeps its id."""
     if isinstance(config, list):
         return [_measured(v) for v in config]
     if not isinstance(config, dict):
         return config
-    out = {k: _measured(v) for k, v in config.items()}
+    out = {k: _measured(v) for k, v in config.items() if not (k == "cpu_precision" and v == "fp32")}
     if isinstance(out.get("data"), dict) and "download" in out["data"]:
         out["data"] = {**out["data"], "download": False}
     return out
@@ -147,6 +149,11 @@ def resolve(spec: RunSpec, base: dict, overrides: dict | None = None, mode: dict
     """
     base = {k: v for k, v in base.items() if k in RUN_KEYS}
     cfg = deep_merge(base, spec.config, overrides or {}, mode or {})
+    if cfg.get("cpu_precision", "fp32") not in CPU_PRECISIONS:
+        raise ConfigError(f"cpu_precision={cfg['cpu_precision']!r} in {spec.paper}/{spec.table}: "
+                          f"use one of {', '.join(CPU_PRECISIONS)}")
+    if cfg.get("cpu_precision") == "fp32":  # the default: configs (and plans) read as before the key existed
+        del cfg["cpu_precision"]
     scale = spec.scale
     if (mode or {}).get("mode") == "smoke":  # smoke records live apart: never averaged into real ones
         scale = smoke_scale(spec.scale)

@@ -112,3 +112,14 @@ def test_make_gpu_check_prints_one_ok_line_per_paper(tmp_path):
     assert all("img/s" in ln and "synthetic pixels" in ln and "resume = uninterrupted" in ln for ln in lines)
     assert f"gpu-check: {len(papers)} of {len(papers)} paper(s) ok" in out.stdout
     assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").rglob("*.pt"))
+
+
+def test_cpu_step_benchmark_writes_each_variant_beside_fp32(tmp_path, monkeypatch):
+    from benchmarks import cpu_step
+    monkeypatch.setenv("REPRO_CACHE_DIR", str(tmp_path / "cache"))
+    cpu_step.main(["--sizes", "24x1", "--batch", "8", "--steps", "1", "--rounds", "1", "--out", str(tmp_path)])
+    (path,) = tmp_path.glob("*-cpu_step.json")
+    (size,) = json.loads(path.read_text())["sizes"]
+    assert set(cpu_step.VARIANTS) <= set(size) and size["width"] == 24 and size["depth"] == 1
+    for v in cpu_step.VARIANTS:
+        assert size[v]["img_s"] > 0 and 0 < size[v]["peak_share"] and size[v]["gflop_s"] > 0

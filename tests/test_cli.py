@@ -25,7 +25,7 @@ from repro.train import preempt
 
 from conftest import EXPERIMENTS, PROBES, REPO, fast_args, image_folder, subprocess_env, write_paper
 from test_cluster import SIGNAL_HOOK, _signal_args
-from test_report import make_toy
+from test_report import make_toy, plan_toy
 
 
 def snapshot(*roots):
@@ -236,6 +236,7 @@ def test_report_names_each_invalid_record_and_stops_unless_allowed(tmp_path, cap
     """python -m repro.report: one line per invalid record, exit 2 and nothing written; --allow-invalid builds
     the reports without them. The committed records are all valid, so make report works as before."""
     papers, results = make_toy(tmp_path)  # a truncated record and one naming a row paper.yaml lacks
+    plan_toy(results)
     args = ["--papers-dir", str(papers), "--results-dir", str(results), "--notebook", "none"]
     before = snapshot(results)
     assert report_main(args) == 2

@@ -26,6 +26,15 @@ def test_deadlines_as_durations_or_utc_times():
         deadline.seconds_left("soon", now)
 
 
+@pytest.mark.parametrize("text", ["25:99", "24:00", "99999999999h"])
+def test_a_clock_or_duration_out_of_range_is_one_line_before_anything_runs(text, capsys):
+    """25:99 was a traceback (datetime.replace); a duration past threading's longest wait killed the watch
+    thread, and the campaign ran with no deadline."""
+    code = deadline.main([text, "reproduce", "paper=convit", "scale=tiny"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.startswith(f"error: deadline {text!r}") and "\n" not in err
+
+
 def test_the_prediction_comes_from_a_measured_table(dirs, monkeypatch):
     """f100: 2 epochs x 20 batches of 8, f50: 4 x 10 (epochs x 1/f); 40 test images at the end (tiny: eval_every 0)."""
     c, specs = deadline.campaign(fast_args(dirs["pid"], "tables=[table2]", "recipe.epochs=2"))

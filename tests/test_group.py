@@ -14,6 +14,7 @@ from repro.data.batch_aug import BatchAugment
 from repro.data.fastpath import FastPath
 from repro.data.tensor_loader import TensorTrainLoader
 from repro.train import preempt
+from repro.train.fused import FusedRuns
 
 from conftest import fast_args
 
@@ -91,3 +92,25 @@ def test_a_fused_group_takes_each_runs_lock_where_a_run_alone_does(dirs, capsys)
     recs = {r["run_id"]: r for r in records.load_records(pid, root=dirs["results"])[0]}
     assert held not in recs and f"skip {held}: another process holds it (pid {os.getppid()}" in out
     assert len(recs) == 3 and sum(r["provenance"]["trained"] == "fused" for r in recs.values()) == 2
+
+
+def test_a_finished_fused_group_into_a_fresh_results_folder_trains_again(dirs, tmp_path, monkeypatch):
+    """As a run alone does (checkpoint.for_record): another folder's final checkpoints over a shared cache are
+    not turned into this folder's records; the group trains, and its checkpoints name the records they are for."""
+    pid = dirs["pid"]
+    args = fast_args(pid, "tables=[table2]", "seeds=2", "recipe.epochs=1", "recipe.max_steps=2", *NO_AUG,
+                     "runtime.fused=true", "report=false")
+    assert main(["reproduce", *args]) == 0
+    first = {r["run_id"]: r for r in records.load_records(pid, root=dirs["results"])[0]}
+    fresh = tmp_path / "fresh"
+    monkeypatch.setenv("REPRO_RESULTS_DIR", str(fresh))  # the same REPRO_CACHE_DIR
+    spent = []
+    real_step = FusedRuns.step
+    monkeypatch.setattr(FusedRuns, "step", lambda self, *a: spent.append(1) or real_step(self, *a))
+    assert main(["reproduce", *args]) == 0
+    again = {r["run_id"]: r for r in records.load_records(pid, root=fresh)[0]}
+    assert sorted(again) == sorted(first) and spent  # trained, not copied from the other folder's checkpoints
+    assert all("resumed_from" not in r["provenance"] for r in again.values())
+    for run_id in again:
+        state = torch.load(dirs["cache"] / "runs" / pid / "tiny" / run_id / "last.pt", weights_only=True)
+        assert state["record"] == str((fresh / pid / "tiny" / "records" / f"{run_id}.json").resolve())

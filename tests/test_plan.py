@@ -62,11 +62,16 @@ def test_plan_names_functions_by_registered_name_and_dependencies_by_id():
 
 
 def test_write_plan_is_atomic_and_leaves_an_unchanged_plan_alone(tmp_path):
-    doc = {"schema": store.SCHEMA, "paper": "p", "scale": "tiny", "runs": [{"b": 1, "a": 2}]}
+    doc = {"schema": store.SCHEMA, "paper": "p", "scale": "tiny", "runs": [{"run_id": "r", "b": 1, "a": 2}]}
     path = store.write_plan(doc, tmp_path)
     first = path.stat().st_mtime_ns
     assert store.write_plan(json.loads(path.read_text()), tmp_path) == path and path.stat().st_mtime_ns == first
-    assert store.read_plan("p", "tiny", tmp_path) == doc and not list(path.parent.glob(".*tmp"))
+    assert store.read_plan("p", "tiny", tmp_path) == store.sealed(doc) and not list(path.parent.glob(".*tmp"))
+    edited = {**store.sealed(doc), "runs": []}  # a run taken out by hand: its digest no longer matches
+    path.write_bytes(store.dumps(edited))
+    with pytest.raises(store.ConfigError, match="not match its digest.*python -m repro.plan --paper p --scale tiny"):
+        store.read_plan("p", "tiny", tmp_path)
+    assert store.read_plan("p", "tiny", tmp_path, verify=False) == edited  # what python -m repro.plan reads to rebuild
     path.write_text('{"schema": "other"}')
     with pytest.raises(store.ConfigError, match="python -m repro.plan"):
         store.read_plan("p", "tiny", tmp_path)

@@ -124,6 +124,16 @@ def make_toy(tmp_path: Path) -> tuple[Path, Path]:
     return papers, results
 
 
+def plan_toy(results: Path) -> None:
+    """A plan for the toy's records (python -m repro.report checks each record against its scale's plan):
+    every valid record is a planned run, the stray one included (its row is the invalid part)."""
+    from repro.plan import store
+    recs = load_records("toy", root=results)[0]
+    store.write_plan({"schema": store.SCHEMA, "paper": "toy", "scale": "full",
+                      "cells": sorted({(r["table"], r["cell"]["row"], c) for r in recs for c in r["cell"]["columns"]}),
+                      "runs": [{"run_id": r["run_id"]} for r in recs]}, results)
+
+
 def _toy_comparison(tmp_path):
     papers, results = make_toy(tmp_path)
     paper = load_paper(papers / "toy" / "paper.yaml")
@@ -131,6 +141,20 @@ def _toy_comparison(tmp_path):
     recs, bad = load_records("toy", root=results)
     cmp = compare(paper, recs, bad)
     return cmp, {(v.claim.id, v.scale): v for v in judge_all(cmp)}
+
+
+def test_a_cell_whose_seeds_pool_torch_versions_says_so(tmp_path):
+    """Records re-made under another torch differ in the 8th digit of their losses: the cell names the versions."""
+    papers, results = make_toy(tmp_path)
+    path = results / "toy" / "full" / "records" / "base-f1-2.json"
+    rec = json.loads(path.read_text())
+    rec["provenance"]["torch"] = "2.6.0"
+    write_record(rec, results)
+    paper = load_paper(papers / "toy" / "paper.yaml")
+    cmp = compare(paper, *load_records("toy", root=results))
+    notes = cmp.cell(Ref("t", "f1", "base"), "full").notes
+    assert "seeds pool torch versions: 2.5.0 (seed 0, 1); 2.6.0 (seed 2)" in notes
+    assert not [n for n in cmp.cell(Ref("t", "f1", "ours"), "full").notes if "torch" in n]
 
 
 def test_cell_mean_std_n_delta_and_noise(tmp_path):
@@ -337,6 +361,7 @@ def test_index_lists_papers_with_verdicts_and_broken_papers(tmp_path):
     papers, results = make_toy(tmp_path)
     (papers / "broken").mkdir()
     (papers / "broken" / "paper.yaml").write_text("id: broken\ntitle: [unclosed\n")
+    plan_toy(results)
     assert main(["--papers-dir", str(papers), "--results-dir", str(results), "--notebook", "none",
                  "--allow-invalid"]) == 1  # make_toy's invalid records are skipped; the broken paper fails
     index = (results / "index.html").read_text()
@@ -487,6 +512,7 @@ def test_report_build_with_a_kernel_is_quiet(tmp_path):
     if not nbmod.kernel_available():
         pytest.skip("ipykernel is not installed: the notebook is executed in-process instead")
     papers, results = make_toy(tmp_path)
+    plan_toy(results)
     out = subprocess.run([sys.executable, "-m", "repro.report", "--paper", "toy", "--papers-dir", str(papers),
                           "--results-dir", str(results), "--notebook", "kernel", "--allow-invalid"], cwd=REPO,
                          capture_output=True, text=True, timeout=300)

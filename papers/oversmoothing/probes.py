@@ -6,6 +6,9 @@
   "DEIT random init"), on the test images every trained probe sees, and its (chance-level) test top-1.
 - ``count_params(config)``: a probe run: Table 2's model size of ``config['model']`` as named (built on
   the meta device: no memory, no init).
+- ``poster_cossim(model, data_cfg, device)``: the same CosSim on the poster's image set (up to
+  ``TRAIN_IMAGES`` training images, the test transform), beside the committed metric on the probe batch of
+  test images: Figure 2's caption computes on "a sub-sampled ImageNet training set, 10,000 images".
 
 Per layer l (block l's output, class token dropped): CosSim(h) = 1/(n(n-1)) sum_{i != j} cos(h_i, h_j)
 and the std of each patch's softmax attention row over the n patches, averaged over heads and patches
@@ -19,21 +22,29 @@ import torch
 from torch import nn
 
 import repro.models  # noqa: F401  (registers the repro_* model names with timm)
-from repro.data import build_data
+from repro.data import build_data, choose_pipeline, open_split
+from repro.data.batch_aug import Normalize
+from repro.data.image_loader import ImageEvalLoader
+from repro.data.tensor_cache import decoded
+from repro.data.tensor_loader import TensorEvalLoader, spread
 from repro.functions import register
 from repro.probes.cost import count_params as _count
-from repro.probes.diversity import oversmoothing_metrics
+from repro.probes.diversity import num_patches, oversmoothing_metrics, patch_cosine_similarity
+from repro.probes.hooks import record_blocks
 from repro.train.ddp import Dist
 from repro.train.engine import evaluate
 from repro.train.model import create_model
 
 PROBE_BATCH = 64
+TRAIN_IMAGES = 10_000  # Figure 2's caption: "a sub-sampled ImageNet training set, which contains 10,000 images"
+CHUNK = 100  # images per forward pass: every block's tokens of a chunk are held at once (DeiT-B24: 3 GB)
 
 
 @register("oversmoothing.oversmoothing")
 def oversmoothing(model: nn.Module, ctx) -> dict:
-    """Training probe (config['probes']): Figure 2's metrics on the engine's fixed test batch."""
-    return oversmoothing_metrics(model, ctx.images)
+    """Training probe (config['probes']): Figure 2's metrics on the engine's fixed test batch, and CosSim
+    on the poster's image set (``cossim_train_*``)."""
+    return {**oversmoothing_metrics(model, ctx.images), **poster_cossim(model, ctx.config["data"], ctx.device)}
 
 
 @register("oversmoothing.random_init")
@@ -49,7 +60,7 @@ def random_init(config: dict) -> dict:
     data = build_data(config["data"], {**config["recipe"], "batch_size": 1}, seed=0, device=device)
     images, _ = data.test.sample(PROBE_BATCH)
     model = create_model(config, data.num_classes).to(device)
-    return {**oversmoothing_metrics(model, images[:PROBE_BATCH]),
+    return {**oversmoothing_metrics(model, images[:PROBE_BATCH]), **poster_cossim(model, config["data"], device),
             **evaluate(model, data.test, Dist(device=device), None), "params": _count(model)}
 
 
@@ -59,3 +70,42 @@ def count_params(config: dict) -> dict:
     with torch.device("meta"):
         model = timm.create_model(config["model"]["name"], **(config["model"].get("kwargs") or {}))
     return {"params": _count(model)}
+
+
+def training_batches(data_cfg: dict, n: int, device, batch_size: int = CHUNK):
+    """Up to ``n`` training images spread evenly over the training split (every class alike: splits are
+    stored class by class), in batches, with the test set's transform: no augmentation."""
+    split = open_split(data_cfg, "train")
+    idx = spread(len(split), n)
+    if choose_pipeline(data_cfg) == "loader":
+        loader = ImageEvalLoader(split.subset(idx.tolist()), data_cfg, batch_size, device=device)
+    else:  # tensor and fastpath: the decoded split, cached once per machine
+        images, labels = decoded(split)
+        norm = Normalize(data_cfg["mean"], data_cfg["std"], int(data_cfg["img_size"]), device)
+        loader = TensorEvalLoader(images[idx], labels[idx], batch_size, norm, device=device)
+    for x, _ in loader.batches():
+        yield x
+
+
+def poster_cossim(model: nn.Module, data_cfg: dict, device) -> dict:
+    """CosSim per block and after the final norm, the mean over up to ``TRAIN_IMAGES`` training images.
+
+    The definition is the committed one (patch tokens of each block's output, class token dropped, eval
+    mode); only the images differ: the poster's training images, not ``PROBE_BATCH`` test images.
+    """
+    patches, depth, count = num_patches(model), len(model.blocks), 0
+    sums = [0.0] * (depth + 1)  # per block, then after the final norm
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad(), record_blocks(model) as rec:
+            for x in training_batches(data_cfg, TRAIN_IMAGES, device, CHUNK):
+                tokens = model.forward_features(x.to(device))
+                for i, h in enumerate([rec.features[b] for b in range(depth)] + [tokens]):
+                    sums[i] += patch_cosine_similarity(h, h.shape[1] - patches).sum().item()
+                count += len(x)
+    finally:
+        model.train(was_training)
+    layers = [v / count for v in sums[:depth]]
+    return {"cossim_train_layers": layers, "cossim_train_last": layers[-1], "cossim_train_norm": sums[depth] / count,
+            "cossim_train_images": count}

@@ -16,6 +16,7 @@ import numpy as np
 from PIL import Image
 
 from ..checks import check_paths
+from ..paths import env_folder
 from .subsets import class_balanced_indices
 from .synthetic import SyntheticImages
 
@@ -33,7 +34,18 @@ class EmptyClassError(DataError):
 
 def data_root() -> Path:
     """``REPRO_DATA_DIR`` or ``./data``."""
-    return Path(os.environ.get("REPRO_DATA_DIR") or "data")  # set but empty: the default too
+    return env_folder("REPRO_DATA_DIR", "data")
+
+
+def read_image(path: Path) -> Image.Image:
+    """One image file as RGB, the one decoder of both pipelines (so both see the same pixels). A file that
+    cannot be read (a dangling symlink), cut short, or over PIL's pixel limit (a decompression bomb) is a
+    DataError naming it."""
+    try:
+        with Image.open(path) as im:
+            return im.convert("RGB")
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:  # UnidentifiedImageError: OSError
+        raise DataError(f"cannot decode image {path}: {' '.join(str(e).split())}; replace or delete the file") from None
 
 
 # name -> (folder under the data root, train split, test split, how to get it)
@@ -72,11 +84,7 @@ class Split:
     def pil(self, i: int) -> Image.Image:
         """Image i as RGB PIL (the loader path)."""
         if self.files is not None:
-            try:
-                with Image.open(self.files[i]) as im:
-                    return im.convert("RGB")
-            except (OSError, SyntaxError, ValueError) as e:
-                raise DataError(f"cannot decode image {self.files[i]}: {e}; replace or delete the file") from None
+            return read_image(self.files[i])
         if self.array is not None:
             return Image.fromarray(self.array[self.index[i]])
         return Image.fromarray(self.synthetic.image(self.index[i]))

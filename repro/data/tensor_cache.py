@@ -1,36 +1,26 @@
 """Small datasets decoded once into a uint8 tensor, cached on disk under REPRO_CACHE_DIR.
 
 Training then never decodes an image again: the tensor is indexed (on the GPU when there is one)
-and augmented in batches. The cache file is named by a hash of the file list and sizes, so a
-changed dataset gets a new cache instead of a stale one.
+and augmented in batches. The cache file is named by a hash of the files' bytes in order, so changed
+pixels (an image replaced by another of the same size) get a new cache instead of a stale one.
 """
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
 import numpy as np
 import torch
-from PIL import Image
 
 from ..records import atomic_write
 from ..runs import cache_root
-from .sources import DataError, Split
+from .sources import DataError, Split, read_image
 
 _memo: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
 
 
-def _read_rgb(path) -> np.ndarray:
-    try:
-        with Image.open(path) as im:  # PIL, as the loader path, so both pipelines see the same pixels
-            return np.asarray(im.convert("RGB"))
-    except (OSError, SyntaxError, ValueError) as e:  # PIL's UnidentifiedImageError is an OSError
-        raise DataError(f"cannot decode image {path}: {e}; replace or delete the file") from None
-
-
 def _decode_files(split: Split) -> torch.Tensor:
-    images = [_read_rgb(f) for f in split.files]
+    images = [np.asarray(read_image(f)) for f in split.files]
     sizes = {im.shape[:2] for im in images}
     if len(sizes) > 1:
         raise DataError(f"{split.name}: images differ in size ({sorted(sizes)[:3]} ...); the tensor "
@@ -41,9 +31,25 @@ def _decode_files(split: Split) -> torch.Tensor:
 def _cache_file(split: Split) -> Path:
     h = hashlib.sha256()
     for f in split.files:
-        h.update(f"{Path(f).resolve()}:{os.stat(f).st_size}\n".encode())
+        try:
+            h.update(hashlib.sha256(Path(f).read_bytes()).digest())
+        except OSError as e:  # a dangling symlink, an unreadable file
+            raise DataError(f"cannot read image {f}: {e.strerror or e}; replace or delete the file") from None
     safe = split.name.replace("/", "-")
     return cache_root() / "data" / f"{safe}-{len(split.files)}-{h.hexdigest()[:16]}.pt"
+
+
+def _load(path: Path, count: int) -> torch.Tensor:
+    """The cached images, checked to be ``count`` RGB images: a cut or foreign file is a DataError naming it."""
+    try:
+        images = torch.load(path, weights_only=True)["images"]
+        ok = isinstance(images, torch.Tensor) and images.dtype == torch.uint8 and images.dim() == 4
+        if not ok or images.shape[:2] != (count, 3):
+            raise ValueError(f"{tuple(images.shape) if ok else type(images).__name__}, not {count} RGB images")
+    except Exception as e:  # noqa: BLE001 - torch raises RuntimeError/EOFError/UnpicklingError on a cut file
+        raise DataError(f"data cache {path} is unreadable ({type(e).__name__}: {' '.join(str(e).split())[:120]}); "
+                        f"delete it to rebuild it from the images: rm {path}") from None
+    return images
 
 
 def decoded(split: Split) -> tuple[torch.Tensor, torch.Tensor]:
@@ -57,11 +63,7 @@ def decoded(split: Split) -> tuple[torch.Tensor, torch.Tensor]:
     if str(path) in _memo:
         return _memo[str(path)]
     if path.exists():
-        try:
-            images = torch.load(path, weights_only=True)["images"]
-        except Exception as e:  # noqa: BLE001 - torch raises RuntimeError/EOFError/UnpicklingError on a cut file
-            raise DataError(f"data cache {path} is unreadable ({type(e).__name__}); delete it to rebuild it "
-                            f"from the images: rm {path}") from None
+        images = _load(path, len(split.files))
     else:
         images = _decode_files(split)
         atomic_write(path, lambda f: torch.save({"images": images}, f))

@@ -10,12 +10,24 @@ from ..errors import ConfigError
 from ..records import results_root
 from .build import planned
 from .experiments import known_papers, paper_scales
-from .store import FILE, read_plan, write_plan
+from .store import FILE, plan_path, read_plan, write_plan
 
 
 def _scales(paper: str) -> list[str]:
     folder = results_root() / paper
     return [s for s in paper_scales(paper) if (folder / s / "records").is_dir() or (folder / s / FILE).is_file()]
+
+
+def _old_plan(paper: str, scale: str) -> dict | None:
+    """The plan to rebuild, for the overrides it was made with: an edited one too (rebuilding is its fix); one
+    that cannot be read at all names none, so it has to go first."""
+    try:
+        return read_plan(paper, scale, verify=False)
+    except ConfigError:
+        path = plan_path(paper, scale)
+        raise ConfigError(f"{path} cannot be read, so the overrides it was made with are unknown: delete it, then "
+                          f"python -m repro.plan --paper {paper} --scale {scale} writes the default config's plan "
+                          f"(or run the campaign's own reproduce command again)") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for paper in args.paper or known_papers():
             for scale in args.scale or _scales(paper):
-                old = read_plan(paper, scale)
+                old = _old_plan(paper, scale)
                 doc = planned(paper, scale, (old or {}).get("overrides", ()))
                 print(f"{write_plan(doc)}: {len(doc['runs'])} runs, {len(doc['cells'])} cells, "
                       f"{len(doc['resolves'])} claims to resolve")

@@ -13,7 +13,7 @@ from pathlib import Path
 from ..errors import ConfigError
 from ..runs import RUN_KEYS, RunSpec, check_unique, deep_merge, pointer_source, resolve, source_spec, with_sources
 from .experiments import known_papers, paper_runs, resolves, resolves_by_scale
-from .store import SCHEMA
+from .store import SCHEMA, sealed
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
@@ -110,7 +110,7 @@ def plan(c: dict, overrides: dict | None = None, command: list[str] | tuple = ()
         first.setdefault(s.fingerprint, s.run_id)
     cells = sorted({(s.table, s.cell["row"], col) for s in specs for col in s.cell["columns"]})
     scale = specs[0].scale if specs else c["scale"]  # a smoke plan is filed under <scale>-smoke, as its runs
-    return {"schema": SCHEMA, "paper": c["paper"], "scale": scale, "seeds": c.get("seeds"),
-            "resolves": resolves(c["paper"], c["scale"]), "resolves_by_scale": resolves_by_scale(c["paper"]),
-            "cells": [list(x) for x in cells],
-            "models": _models(specs), "runs": runs, **({"overrides": list(command)} if command else {})}
+    return sealed({"schema": SCHEMA, "paper": c["paper"], "scale": scale, "seeds": c.get("seeds"),
+                   "resolves": resolves(c["paper"], c["scale"]), "resolves_by_scale": resolves_by_scale(c["paper"]),
+                   "cells": [list(x) for x in cells],
+                   "models": _models(specs), "runs": runs, **({"overrides": list(command)} if command else {})})

@@ -1,7 +1,8 @@
 """`python -m repro.report [--paper ID ...] [--allow-invalid]`: rebuild reports from records only, then
-results/index.html, then the READMEs' generated results blocks. An invalid record (unreadable, or naming no
-cell of the paper) is one line on stderr and stops the build (exit 2, nothing written) unless --allow-invalid
-builds the reports without it."""
+results/index.html, then the READMEs' generated results blocks. An invalid record (unreadable, a copy or out
+of its folder, no run of its scale's plan, or naming no cell of the paper) is one line on stderr and stops the
+build (exit 2, nothing written) unless --allow-invalid builds the reports without it. A scale with records and
+no plan.json, or a plan edited since python -m repro.plan wrote it, is one line and exit 2."""
 from __future__ import annotations
 
 import argparse
@@ -9,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from repro.errors import ConfigError
 from repro.records import results_root
 from repro.report.build import UnknownPaper, build_all, invalid_records
 from repro.report.readme import MissingMarkers, write_readmes
@@ -25,8 +27,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="build the reports without the invalid records (each still named on stderr)")
     args = ap.parse_args(argv)
     start = time.perf_counter()
-    results = args.results_dir or results_root()
     try:
+        results = args.results_dir or results_root()
         invalid = invalid_records(args.papers_dir, results, args.paper)
         for line in invalid:
             print(f"skipped: {line}" if args.allow_invalid else
@@ -36,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         written, errors = build_all(args.papers_dir, results, args.paper,
                                     None if args.notebook == "none" else args.notebook)
         readmes = write_readmes(args.papers_dir, results, args.paper)  # README results blocks, from summary.json
-    except (UnknownPaper, MissingMarkers) as e:
+    except (UnknownPaper, MissingMarkers, ConfigError) as e:  # ConfigError: an untrusted plan, REPRO_RESULTS_DIR=
         print(f"error: {e}", file=sys.stderr)
         return 2
     except OSError as e:  # a read-only results folder, a full disk: the records are only read, never touched

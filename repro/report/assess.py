@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from repro.plan.store import read_plan
+from repro.errors import ConfigError
+from repro.plan.store import plan_path, read_plan
 from repro.records import RecordError
 from repro.report.claims import Verdict, judge_all, judge_preconditions
 from repro.report.cells import Comparison, compare
@@ -26,10 +27,17 @@ class Assessment:
     table_settings: dict[tuple[str, str], str]  # (table, scale) -> the same, for one table's runs
 
 
-def read_plans(paper_id: str, records: list[dict], results_dir: Path) -> dict[str, dict]:
-    """scale -> plan.json, for each scale that has records and a plan."""
+def read_plans(paper_id: str, records: list[dict], results_dir: Path, required: bool = False) -> dict[str, dict]:
+    """scale -> plan.json, for each scale that has records and a plan; ``required``: a scale with records and no
+    plan is a ConfigError (the report cannot tell which records are runs of what was meant to run)."""
     scales = sorted({str(r.get("scale")) for r in records})
-    return {s: plan for s in scales if (plan := read_plan(paper_id, s, results_dir)) is not None}
+    plans = {s: read_plan(paper_id, s, results_dir) for s in scales}
+    missing = [s for s, plan in plans.items() if plan is None]
+    if required and missing:
+        raise ConfigError(f"{plan_path(paper_id, missing[0], results_dir)} is missing, so no record of "
+                          f"{paper_id}/{missing[0]} can be checked against what was planned; write it with python -m "
+                          f"repro.plan --paper {paper_id} --scale {missing[0]}")
+    return {s: plan for s, plan in plans.items() if plan is not None}
 
 
 def planned_only(records: list[dict], plans: dict[str, dict]) -> tuple[list[dict], list[RecordError]]:
@@ -40,7 +48,8 @@ def planned_only(records: list[dict], plans: dict[str, dict]) -> tuple[list[dict
     for rec in records:
         scale = str(rec.get("scale"))
         if scale in ids and rec.get("run_id") not in ids[scale]:
-            out.append(RecordError(f"{rec.get('run_id')} ({scale}): not a run of results/<paper>/{scale}/plan.json "
+            out.append(RecordError(f"{rec.get('run_id')} ({scale}): not a run of "
+                                   f"results/{rec.get('paper')}/{scale}/plan.json "
                                    f"(overrides {plans[scale].get('overrides') or 'none'}); left out"))
         else:
             keep.append(rec)

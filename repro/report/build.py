@@ -11,7 +11,7 @@ from pathlib import Path
 
 from repro.records import atomic_write_bytes, load_records
 from repro.report import figures, html, markdown, notebook
-from repro.report.assess import Assessment, assess, read_plans
+from repro.report.assess import Assessment, assess, planned_only, read_plans
 from repro.report.cells import index_records
 from repro.report.datafiles import cell_rows, cells_csv, claims_csv, comparisons_csv, values_csv
 from repro.report.featured import featured
@@ -149,8 +149,9 @@ def _papers(papers_dir: Path, only: list[str] | None) -> list[str]:
 
 def invalid_records(papers_dir: Path = Path("papers"), results_dir: Path = Path("results"),
                     only: list[str] | None = None) -> list[str]:
-    """One line per record a report would skip: unreadable, or naming no cell of its paper.yaml. A paper
-    whose paper.yaml cannot be read is left to build_all, which reports it."""
+    """One line per record a report would skip: unreadable, out of its place (records.check_place), no run of
+    its scale's plan, or naming no cell of its paper.yaml. A scale with records and no plan, or a plan that
+    cannot be trusted, is a ConfigError. A paper whose paper.yaml cannot be read is left to build_all."""
     lines = []
     for pid in _papers(papers_dir, only):
         try:
@@ -158,8 +159,10 @@ def invalid_records(papers_dir: Path = Path("papers"), results_dir: Path = Path(
         except SpecError:
             continue
         records, bad = load_records(pid, root=results_dir)
-        lines += [str(e) for e in bad] + [p.removesuffix("; ignored") for p in index_records(paper, records)[1]]
-    return [" ".join(line.split()) for line in lines]
+        records, unplanned = planned_only(records, read_plans(pid, records, results_dir, required=True))
+        lines += [str(e) for e in [*bad, *unplanned]]
+        lines += [p.removesuffix("; ignored") for p in index_records(paper, records)[1]]
+    return [" ".join(line.split()).removesuffix("; left out") for line in lines]
 
 
 def build_all(papers_dir: Path = Path("papers"), results_dir: Path = Path("results"),

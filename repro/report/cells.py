@@ -391,6 +391,17 @@ def _accuracy_context(cell: Cell, runs) -> None:
     cell.test_images = seen if isinstance(seen, int) else test_set_size(data)
 
 
+def _pooled_torch(runs) -> list[str]:
+    """A note where a cell's seeds ran under more than one torch (a re-made record differs from its first one
+    in the 8th digit of its losses): named, as the table's cost names the hardware its runs pool."""
+    seeds: dict[str, list[str]] = {}
+    for rec, _ in runs:
+        seeds.setdefault(str(as_dict(rec.get("provenance")).get("torch") or "unknown"), []).append(str(rec.get("seed")))
+    if len(seeds) < 2:
+        return []
+    return ["seeds pool torch versions: " + "; ".join(f"{v} (seed {', '.join(s)})" for v, s in sorted(seeds.items()))]
+
+
 def test_set_size(data: dict) -> int | None:
     """Test images a run evaluated on, from its data config (limit, per-class cap, or the full set)."""
     if data.get("test_limit"):
@@ -443,6 +454,7 @@ def _measured_cell(table: Table, row, col: Column, scale: str | None, runs, mode
         cell.status, cell.measured = MEASURED, Measured(values, seeds, ids)
         cell.runs_protocol, cell.protocol = parts, next(iter(sources), "")
         _accuracy_context(cell, finished)
+        cell.notes += _pooled_torch(finished)
     elif unfinished:
         cell.status = DIVERGED if any(r["status"] == "diverged" for r in unfinished) else INVALID
     elif finished:

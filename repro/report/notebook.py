@@ -312,8 +312,8 @@ def kernel_available() -> bool:
 
 
 # The repro modules outside this package that the report imports (tests/test_import_rules.py checks the list).
-SHARED_CODE = ("__init__.py", "errors.py", "functions.py", "paper.py", "records.py", "runs.py", "plan/__init__.py",
-               "plan/store.py")
+SHARED_CODE = ("__init__.py", "errors.py", "functions.py", "paper.py", "paths.py", "records.py", "runs.py",
+               "plan/__init__.py", "plan/store.py")
 
 
 def code_files() -> list[Path]:

@@ -43,16 +43,22 @@ from .specs import build_specs, run_overrides
 EVAL_SPEEDUP = 3.0  # an evaluated image costs about a third of a trained one (forward only)
 
 
+MAX_DAYS = 30  # further away is a typo, and past threading's longest wait the watch thread died unseen
+
+
 def seconds_left(text: str, now: dt.datetime | None = None) -> float:
     """'25m', '1h30m', '90s' from now, or 'HH:MM' (UTC, the next such time) -> seconds until then."""
     now = now or dt.datetime.now(dt.timezone.utc)
     parts = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", text.strip())
     if parts and any(parts.groups()):
         h, m, s = (int(g or 0) for g in parts.groups())
+        if 3600 * h + 60 * m + s > MAX_DAYS * 86400:
+            raise ConfigError(f"deadline {text!r} is over {MAX_DAYS} days away; give a duration up to {MAX_DAYS * 24}h")
         return float(3600 * h + 60 * m + s)
     clock = re.fullmatch(r"(\d{1,2}):(\d{2})", text.strip())
-    if not clock:
-        raise ConfigError(f"deadline {text!r}: give a duration (25m, 1h30m, 90s) or a UTC time (17:20)")
+    if not clock or int(clock[1]) > 23 or int(clock[2]) > 59:
+        raise ConfigError(f"deadline {text!r}: give a duration (25m, 1h30m, 90s) or a UTC time (17:20, "
+                          f"00:00 to 23:59)")
     at = now.replace(hour=int(clock[1]), minute=int(clock[2]), second=0, microsecond=0)
     if at <= now:
         at += dt.timedelta(days=1)
@@ -210,6 +216,8 @@ def _watch(seconds: float, done: threading.Event, fired: threading.Event) -> thr
 def run(deadline: str, args: list[str], margin: float = 60.0, hold_back: bool = False) -> int:
     """Predict, run ``reproduce <args>`` until ``margin`` seconds before the deadline, summarise; the exit code."""
     left = seconds_left(deadline)
+    if not 0 <= margin < MAX_DAYS * 86400:  # nan too
+        raise ConfigError(f"--margin {margin}: give seconds >= 0")
     c, specs = campaign(args)
     p = predict(c, specs)
     print(plan_line(p, left), flush=True)

@@ -26,6 +26,7 @@ from ..train import ddp
 LOCK_NAME = "run.lock"
 HEARTBEAT_S = 30.0      # the holder touches its lock this often
 STALE_AFTER_S = 300.0   # a lock untouched this long has lost its holder (ten missed heartbeats)
+SKEW_S = 5.0            # a heartbeat further in the future than this comes from a clock ahead of ours
 
 
 def _alive(pid: int) -> bool:
@@ -134,6 +135,14 @@ def claim(spec: RunSpec, d: ddp.Dist):
 
 
 def held_by(spec: RunSpec) -> str:
-    """'another process holds it (pid <pid> on <host>)', for the line that skips a run."""
-    who = owner(lock_dir(spec) / LOCK_NAME) or {}
-    return f"another process holds it (pid {who.get('pid')} on {who.get('host')})"
+    """'another process holds it (pid <pid> on <host>)', for the line that skips a run; a heartbeat from the
+    future (another host's clock ahead of ours) is named, since the lock then outlives its holder by that much."""
+    path = lock_dir(spec) / LOCK_NAME
+    who = owner(path) or {}
+    line = f"another process holds it (pid {who.get('pid')} on {who.get('host')})"
+    age = heartbeat_age(path)
+    if age is not None and age < -SKEW_S:
+        line += (f"; its heartbeat is {-age:.0f} s in the future (clock skew: this host's clock is behind "
+                 f"{who.get('host')}'s), so the lock holds that much longer after its holder is gone: if pid "
+                 f"{who.get('pid')} on {who.get('host')} has ended, delete {path}")
+    return line

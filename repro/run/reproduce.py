@@ -37,7 +37,8 @@ def reproduce(cfg: DictConfig) -> int:
     specs = build_specs(c, overrides)
     if c.get("dry_run"):
         return dry_run(specs, c)
-    check_writable(records.results_root() / c["paper"])
+    for folder in dict.fromkeys(records.record_dir(s.paper, s.scale) for s in specs) or [records.results_root()]:
+        check_writable(folder)  # records/ or <scale>/ being a file: one line now, not a run that trains, then fails
     check_records(c["paper"], bool(c.get("allow_invalid")))
     status = {s.run_id: record_status(s) for s in specs}  # a corrupt record stops us here
     seen: dict = {}

@@ -8,12 +8,12 @@ import traceback
 
 from .. import records
 from ..data import DataError, FractionError
-from ..errors import ConfigError
+from ..errors import ConfigError, one_line
 from ..runs import RunSpec, run_dir
-from ..train import ddp, preempt
+from ..train import ddp, machine, preempt
 from ..train.checkpoint import CheckpointError
 from ..train.engine import Runtime
-from ..train.execute import DONE, execute, failed_record, record_status, shared_record
+from ..train.execute import DONE, execute, failed_record, record_status, resumes, shared_record
 from .locks import claim, held_by
 from .packed import train_packed
 from .progress import describe, eta
@@ -70,13 +70,18 @@ def run_one(s: RunSpec, tag: str, rt: Runtime, say, force: bool, progress: str =
     if force:  # start over: the old record stays until the new one replaces it
         (run_dir(s) / "last.pt").unlink(missing_ok=True)
         st = "not run"
-    say(f"{tag} {'resume' if st == 'partial' else 'run'} {s.run_id} ({s.kind} {s.table}/{s.cell['row']} "
+    resume = st == "partial" and rt.persist and resumes(s)  # a final checkpoint of another folder's record: run
+    say(f"{tag} {'resume' if resume else 'run'} {s.run_id} ({s.kind} {s.table}/{s.cell['row']} "
         f"seed {s.seed}){'; ' + progress if progress else ''}", flush=True)
     try:
         rec = execute(s, rt)
     except BAD_INPUT:
         raise
     except Exception as e:  # a crash in one run is recorded; the other runs go on
+        if machine.out_of_memory(e):  # every later run would fail the same way: one line, no failed record
+            raise ConfigError(f"{s.run_id}: out of memory ({one_line(e)[:160]}); lower recipe.batch_size (or "
+                              f"runtime.probe_batch), or run it on a machine with more memory; the finished runs "
+                              f"keep their records") from None
         if rt.dist.world_size > 1 or records.disk_full(e):  # other ranks wait in a collective; no room for a record
             raise
         traceback.print_exc()

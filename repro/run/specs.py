@@ -8,12 +8,12 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from .. import records
-from ..checks import check_data, check_paths, check_recipe, class_counts
+from ..checks import check_data, check_finite, check_paths, check_recipe, class_counts
 from ..data import check_fraction, check_train_data
 from ..errors import ConfigError, one_line
 from ..functions import lookup
 from ..plan.build import dotted, resolved_runs
-from ..runs import RunSpec, shard, source_spec, with_sources
+from ..runs import RUN_KEYS, RunSpec, shard, source_spec, with_sources
 from ..train.execute import DONE
 from ..train.hooks import probe_list
 from ..train.model import check_model
@@ -64,6 +64,7 @@ def validate(spec: RunSpec, seen_data: dict | None = None) -> str | None:
     Returns the dataset's images per class ('data: ...'), or None where ``seen_data`` (the datasets already
     checked) holds it: ImageNet is listed once, not per run.
     """
+    check_finite({k: v for k, v in spec.config.items() if k in RUN_KEYS})
     if spec.kind == "probe":
         if not spec.config.get("probe"):
             raise ConfigError(f"probe run {spec.run_id} has no config['probe'] (a registered function name)")

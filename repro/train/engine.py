@@ -23,7 +23,7 @@ from ..data import build_data
 from ..records import _jsonable, record_path
 from .machine import device_name, trained_how
 from ..runs import ConfigError, RunSpec, run_dir, source_spec
-from . import checkpoint, preempt
+from . import checkpoint, precision, preempt
 from .compiled import compile_module, graphed, step_begin
 from .ddp import Dist, all_reduce, any_rank, barrier
 from .hooks import ObjectiveStep, ProbeContext, build_losses, build_objective, probe_list, run_probes
@@ -38,7 +38,7 @@ from .recipe import (build_criterion, build_ema, build_mixup, build_optimizer, b
 class Runtime:
     """How runs execute (not what they measure): not part of the run id."""
     dist: Dist = field(default_factory=Dist)
-    amp: str = "bf16"            # bf16 | fp16 | none; autocast on CUDA only
+    amp: str = "bf16"            # bf16 | fp16 | none; autocast on CUDA (a CPU: the run's cpu_precision)
     compile: bool = False
     compile_mode: str = "default"  # torch.compile's mode (COMPILE_MODES)
     fused_optimizer: bool = False  # Adam/AdamW as torch's fused kernel
@@ -74,7 +74,7 @@ def evaluate(model, test, d: Dist, amp_dtype, prefix: str = "") -> dict:
     model.eval()
     sums = torch.zeros(4, dtype=torch.float64, device=d.device)  # correct1, correct5, loss, count
     for x, y in test.batches():
-        with torch.autocast(d.device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+        with precision.autocast(d.device, amp_dtype):
             logits = model(x)
         logits = logits.float()
         top = logits.topk(min(5, logits.shape[1]), dim=1).indices
@@ -126,6 +126,19 @@ def train(spec: RunSpec, rt: Runtime, stop_at: int | None = None) -> Result:
     return run.result()
 
 
+def _record(spec: RunSpec) -> str:
+    return str(record_path(spec.paper, spec.scale, spec.run_id).resolve())
+
+
+def start_state(spec: RunSpec, path) -> tuple[dict | None, dict | None]:
+    """The checkpoint at ``path`` that ``spec``'s run resumes (None: it starts from scratch, e.g. from a final
+    checkpoint another results folder's record was made from) and the reuse its record names
+    (checkpoint.for_record): one decision for the engine and for the line that says resume or run."""
+    state = checkpoint.load(path, spec.fingerprint)
+    return checkpoint.for_record(state, _record(spec), run_epochs(spec.config["recipe"], spec.config["data"]),
+                                 int(spec.config["recipe"].get("max_steps") or 0), path)
+
+
 class _Run:
     """One run's state, from setup (fresh or from its checkpoint) to its Result: what ``train`` loops over."""
 
@@ -139,10 +152,8 @@ class _Run:
         self.ckpt_path = self.out_dir / "last.pt"
         set_determinism(rt)
         random_seed(spec.seed)
-        state = checkpoint.load(self.ckpt_path, spec.fingerprint) if rt.persist else None
-        self.record = str(record_path(spec.paper, spec.scale, spec.run_id).resolve())
-        state, self.resumed_from = checkpoint.for_record(state, self.record, run_epochs(self.recipe, self.cfg["data"]),
-                                                         int(self.recipe.get("max_steps") or 0), self.ckpt_path)
+        self.record = _record(spec)
+        state, self.resumed_from = start_state(spec, self.ckpt_path) if rt.persist else (None, None)
         self._build(state is not None)
         self.start_epoch, self.step, self.history, self.diverged_step = 0, 0, [], None
         self.spent = {"wall_s": 0.0, "train_s": 0.0, "images": 0}
@@ -189,8 +200,7 @@ class _Run:
         self.max_steps = int(recipe.get("max_steps") or 0)
         self.total_steps = min(self.epochs * self.steps_per_epoch, self.max_steps or self.epochs * self.steps_per_epoch)
         self.scheduler = build_scheduler(self.optimizer, recipe, self.epochs, self.steps_per_epoch)
-        self.amp_dtype = ({"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.rt.amp)
-                          if d.device.type == "cuda" else None)
+        self.amp_dtype = precision.amp_dtype(d.device, self.rt.amp, cfg.get("cpu_precision"))
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp_dtype is torch.float16)
         self.clip, self.eval_every = recipe.get("clip_grad"), int(recipe.get("eval_every") or 0)
         self.global_batch = int(recipe["batch_size"])
@@ -270,7 +280,7 @@ class _Run:
         if self.mixup is not None and not getattr(self.data.train, "mixes", False):  # the fast path mixes itself
             x, targets = self.mixup(x, y)
         step_begin(self.compiled_as, self.d.device)
-        with torch.autocast(self.d.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
+        with precision.autocast(self.d.device, self.amp_dtype):
             if self.objective is None:
                 logits = self.train_model(x)
                 loss = self.criterion(logits, targets)
@@ -405,7 +415,8 @@ class _Run:
                       "images_per_s": spent["images"] / spent["train_s"] if spent["train_s"] else None,
                       "bf16": amp is torch.bfloat16, "amp": str(amp).replace("torch.", "") if amp else None,
                       "compile": self.rt.compile, "deterministic": self.rt.deterministic, "data": self.data.info,
-                      "fingerprint": self.spec.fingerprint, **trained_how(self.spec.run_id)}
+                      "fingerprint": self.spec.fingerprint, **trained_how(self.spec.run_id),
+                      **precision.provenance(self.d.device, self.cfg.get("cpu_precision"), amp)}
         if self.rt.compile:
             provenance["compile_mode"] = self.rt.compile_mode
         if self.rt.fused_optimizer:

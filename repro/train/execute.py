@@ -10,7 +10,7 @@ from .. import records
 from ..functions import lookup
 from ..runs import RunSpec, run_dir
 from . import machine
-from .engine import Runtime, train
+from .engine import Runtime, start_state, train
 
 # Statuses a rerun leaves alone: a diverged run is a result, not something to retry forever.
 DONE = ("finished", "diverged")
@@ -27,6 +27,12 @@ def record_status(spec: RunSpec) -> str:
     if (run_dir(spec) / "last.pt").exists():
         return "partial"
     return "not run"
+
+
+def resumes(spec: RunSpec) -> bool:
+    """Whether the run continues from its checkpoint, rather than starting from scratch (engine.start_state)."""
+    path = run_dir(spec) / "last.pt"
+    return spec.kind == "train" and path.exists() and start_state(spec, path)[0] is not None
 
 
 def make_record(spec: RunSpec, rt: Runtime, status: str, metrics: dict, provenance: dict,

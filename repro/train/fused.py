@@ -24,6 +24,7 @@ import torch
 from torch.func import functional_call, stack_module_state, vmap
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from . import precision
 from .recipe import build_optimizer, build_scheduler, learning_rate
 
 # SDPA's memory-efficient kernel, under vmap on an H200 (torch 2.11), fails its backward with "LSE is not
@@ -87,7 +88,7 @@ class FusedRuns:
         self.update = torch.compile(clipped_adamw, dynamic=False) if compile else clipped_adamw
 
     def _loss(self, params: dict, buffers: dict, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        with torch.autocast(x.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
+        with precision.autocast(x.device, self.amp_dtype):
             return self.criterion(functional_call(self.base, (params, buffers), (x,)), targets)
 
     def lrs(self) -> torch.Tensor:
@@ -125,7 +126,7 @@ class FusedRuns:
         return vmap(forward)(self.params, self.buffers)
 
     def _loss_free(self, params: dict, buffers: dict, x: torch.Tensor) -> torch.Tensor:
-        with torch.autocast(x.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
+        with precision.autocast(x.device, self.amp_dtype):
             return functional_call(self.base, (params, buffers), (x,)).float()
 
     def model_state(self, k: int) -> dict:

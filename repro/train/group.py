@@ -23,7 +23,7 @@ from timm.utils import random_seed
 from .. import records
 from ..data import build_data, choose_pipeline
 from ..runs import RunSpec, run_dir
-from . import checkpoint, machine, preempt
+from . import checkpoint, machine, precision, preempt
 from .engine import Result, Runtime, evaluate, set_determinism
 from .fused import PER_RUN, FusedRuns
 from .logs import summary_line, write_csv
@@ -69,7 +69,9 @@ class _Member:
     spec: RunSpec
     data: object
     model: torch.nn.Module
-    state: dict | None  # its checkpoint, if it has one
+    state: dict | None  # its checkpoint, if it may resume it (checkpoint.for_record)
+    record: str         # the record it writes: its checkpoint names it, as the engine's does
+    resumed_from: dict | None = None  # another record's checkpoint it resumes (named in its record)
 
 
 def _member(spec: RunSpec, rt: Runtime) -> _Member:
@@ -78,13 +80,17 @@ def _member(spec: RunSpec, rt: Runtime) -> _Member:
     cfg = {**spec.config, "data": fast_data(spec.config)}
     data = build_data(cfg["data"], cfg["recipe"], seed=spec.seed, device=rt.dist.device)
     model = create_model(cfg, data.num_classes).to(rt.dist.device)
-    state = None
+    state, path = None, run_dir(spec) / "last.pt"
     if rt.persist:  # its folder holds its checkpoint and log (a fresh clone, or a cleared cache, has none yet)
         run_dir(spec).mkdir(parents=True, exist_ok=True)
-        state = checkpoint.load(run_dir(spec) / "last.pt", spec.fingerprint)
+        state = checkpoint.load(path, spec.fingerprint)
+    record = str(records.record_path(spec.paper, spec.scale, spec.run_id).resolve())
+    recipe = cfg["recipe"]  # another folder's final checkpoint is not reused: a fresh folder measures again
+    state, resumed_from = checkpoint.for_record(state, record, run_epochs(recipe, cfg["data"]),
+                                                int(recipe.get("max_steps") or 0), path)
     if state is not None:
-        checkpoint.restore_module(model, state["model"], run_dir(spec) / "last.pt")
-    return _Member(spec, data, model, state)
+        checkpoint.restore_module(model, state["model"], path)
+    return _Member(spec, data, model, state, record, resumed_from)
 
 
 def _restore(fused: FusedRuns, members: list[_Member]) -> dict:
@@ -122,7 +128,8 @@ def _save(fused: FusedRuns, members: list[_Member], k: int, next_epoch: int, his
         opt.state[p] = {"step": torch.tensor(float(fused.step_count)), "exp_avg": fused.moments[name][0][k].clone(),
                         "exp_avg_sq": fused.moments[name][1][k].clone()}
     checkpoint.save(run_dir(m.spec) / "last.pt", {
-        "fingerprint": m.spec.fingerprint, "run_id": m.spec.run_id, "epoch": next_epoch, "step": fused.step_count,
+        "fingerprint": m.spec.fingerprint, "run_id": m.spec.run_id, "record": m.record, "epoch": next_epoch,
+        "step": fused.step_count,
         "model": m.model.state_dict(), "optimizer": opt.state_dict(), "scheduler": fused.schedulers[k].state_dict(),
         "scaler": torch.amp.GradScaler("cuda", enabled=False).state_dict(), "ema": None, "objective": None,
         "rng": [checkpoint.rng_state()], "history": history, "spent": spent, "switch": {}, "partial": partial})
@@ -140,7 +147,8 @@ class _Group:
         self.epochs = run_epochs(self.recipe, m0.spec.config["data"])
         self.steps_per_epoch = m0.data.train.steps_per_epoch
         self.max_steps = int(self.recipe.get("max_steps") or 0)
-        self.amp = {"bf16": torch.bfloat16}.get(rt.amp) if self.d.device.type == "cuda" else None
+        self.cpu_precision = m0.spec.config.get("cpu_precision")  # the same in every member: equal configs
+        self.amp = precision.amp_dtype(self.d.device, "bf16" if rt.amp == "bf16" else "none", self.cpu_precision)
         criterion = build_criterion(self.recipe, build_mixup(self.recipe, m0.data.num_classes))
         self.fused = FusedRuns([m.model for m in self.members], [m.spec.config["recipe"] for m in self.members],
                                self.epochs, self.steps_per_epoch, criterion, self.amp, compile=rt.compile)
@@ -244,7 +252,10 @@ class _Group:
                     "bf16": self.amp is torch.bfloat16, "amp": "bfloat16" if self.amp else None,
                     "compile": bool(self.rt.compile),  # a fused group compiles its update (repro/train/fused.py)
                     "deterministic": self.rt.deterministic, "data": m.data.info, "fingerprint": m.spec.fingerprint,
-                    "group_wall_s": wall, **machine.trained_how(m.spec.run_id, self.ids)}
+                    "group_wall_s": wall, **machine.trained_how(m.spec.run_id, self.ids),
+                    **precision.provenance(self.d.device, self.cpu_precision, self.amp)}
+            if m.resumed_from:
+                prov["resumed_from"] = m.resumed_from
             out.append(Result(status, records._jsonable(metrics), prov))
         return out
 

@@ -21,6 +21,13 @@ def device_name(device=None) -> str:
     return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
 
 
+def out_of_memory(e: BaseException) -> bool:
+    """A run that asked its device for more memory than it has: the batch or model is too big for the machine,
+    which no retry fixes (torch's OutOfMemoryError on a GPU, the CPU allocator's RuntimeError, MemoryError)."""
+    return isinstance(e, (torch.OutOfMemoryError, MemoryError)) or (
+        isinstance(e, RuntimeError) and "can't allocate memory" in str(e))
+
+
 def provenance(world_size: int = 1) -> dict:
     """Who/what/where of a run: versions, device, git state, start time."""
     dev = device_name()

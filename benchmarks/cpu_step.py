@@ -1,0 +1,139 @@
+"""The cpu scale's training step in fp32 and in bf16 (``cpu_precision=bf16``), side by side in one process.
+
+Times the engine's own step (``repro.train.engine``: forward, loss, backward, AdamW, schedule) on the cpu
+scale's recipe at batch 64, one thread, for three sizes of the repro ViT at 32 px, patch 4. Rounds
+alternate the variants so that load on the machine hits all of them alike; each keeps its best round.
+Variants: ``fp32`` (every cpu record so far), ``bf16`` (autocast and SDPA's math path: what
+``cpu_precision=bf16`` runs), ``bf16-flash`` (autocast through the CPU flash-attention kernel, for the
+record of why the math path). Besides img/s it prints GFLOP/s (3 x the forward's FLOPs an image) against
+this core's measured matmul peak in each dtype, and each variant's mean loss over the same timed steps
+from the same weights and batches (how far bf16 moves the numbers). Writes
+results/bench/<device>-cpu_step.json.
+
+    python -m benchmarks.cpu_step [--sizes 72x6,108x6,192x12] [--steps 8] [--rounds 3]
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import time
+from pathlib import Path
+from unittest import mock
+
+import torch
+from omegaconf import OmegaConf
+from tabulate import tabulate
+
+import repro.models  # noqa: F401  (registers repro_*)
+from benchmarks.device import save
+from repro.checks import check_keys
+from repro.probes.cost import count_macs
+from repro.runs import RunSpec, resolve
+from repro.train import engine, precision
+
+VARIANTS = ("fp32", "bf16", "bf16-flash")
+
+
+def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 8) -> float:
+    """FLOP/s of the fastest of ``reps`` n x n x n matmuls in ``dtype`` on this thread: the ceiling the step
+    is read against (the fastest, since other work on the machine only slows a matmul down)."""
+    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+    a @ b
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n ** 3 / best
+
+
+def build_run(width: int, depth: int, cpu_precision: str, batch: int, steps: int) -> engine._Run:
+    """A cpu-scale run of the repro ViT at (width, depth) on synthetic CIFAR-shaped data, built by the
+    engine as `reproduce` builds it, without persisting anything."""
+    base = OmegaConf.to_container(check_keys(["scale=cpu", "data=synthetic"]), resolve=True)
+    model = {"name": "repro_deit_tiny_c32",
+             "kwargs": {"depth": depth, "embed_dim": width, "num_heads": heads(width), "patch_size": 4}}
+    per_class = batch * (steps + 4) // 10 + 1
+    spec = RunSpec("bench", "cpu_step", {"row": f"w{width}d{depth}", "columns": {}}, "cpu", config={
+        "model": model, "cpu_precision": cpu_precision,
+        "data": {"max_per_class": per_class, "test_max_per_class": 1}, "recipe": {"batch_size": batch}})
+    return engine._Run(resolve(spec, base), engine.Runtime(persist=False, progress=False), None)
+
+
+def heads(width: int) -> int:
+    """Heads of the sizes the cpu scale trains: 9 at width 72 and 108 (crosspaper, ConViT), 3 at DeiT-Ti's 192."""
+    return 3 if width % 9 else 9
+
+
+def flash_autocast(device, dtype):
+    return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
+
+
+def time_variant(run: engine._Run, name: str, batches: list, state: dict) -> tuple[float, list[float]]:
+    """(seconds a step, each step's loss) over ``batches[1:]`` (``batches[0]`` warms up) from the same
+    starting weights, optimizer and schedule."""
+    run.model.load_state_dict(state["model"])
+    run.optimizer.load_state_dict(state["optimizer"])
+    run.scheduler.load_state_dict(state["scheduler"])
+    run.step, run.tally = 0, {"steps": 0, "term_sums": {}}  # what train_epoch sets before its steps
+    run.model.train()
+    patch = mock.patch.object(precision, "autocast", flash_autocast) if name == "bf16-flash" else contextlib.nullcontext()
+    with patch:
+        run._step(*batches[0])  # warm-up: allocations, one-off kernel choice
+        t0, losses = time.perf_counter(), [run._step(x, y) for x, y in batches[1:]]
+    return (time.perf_counter() - t0) / len(losses), [float(v) for v in losses]
+
+
+def bench_size(width: int, depth: int, batch: int, steps: int, rounds: int) -> dict:
+    runs = {"fp32": build_run(width, depth, "fp32", batch, steps)}
+    runs["bf16"] = runs["bf16-flash"] = build_run(width, depth, "bf16", batch, steps)
+    batches = list(runs["fp32"].data.train.epoch(0))[: steps + 1]
+    state = {"model": {k: v.clone() for k, v in runs["fp32"].model.state_dict().items()},
+             "optimizer": runs["fp32"].optimizer.state_dict(), "scheduler": runs["fp32"].scheduler.state_dict()}
+    best = {v: (float("inf"), 0.0) for v in VARIANTS}
+    for _ in range(rounds):
+        for v in VARIANTS:
+            t, losses = time_variant(runs[v], v, batches, state)
+            best[v] = min(best[v], (t, sum(losses) / len(losses)))
+    flops = 3 * 2 * count_macs(runs["fp32"].model, 32)  # forward + backward per image
+    return {"width": width, "depth": depth, "heads": heads(width), "gflops_per_image": flops / 1e9,
+            **{v: {"img_s": batch / t, "gflop_s": flops * batch / t / 1e9, "mean_loss": loss}
+               for v, (t, loss) in best.items()}}
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="72x6,108x6,192x12", help="width x depth, comma-separated")
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=8, help="timed steps a round")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", type=Path, default=Path("results/bench"))
+    return ap
+
+
+def main(argv=None) -> None:
+    args = _parser().parse_args(argv)
+    torch.set_num_threads(1)
+    if not precision.cpu_has_native_bf16():
+        print("this CPU has no native bf16: cpu_precision=bf16 trains in fp32 here, and the bf16 rows time fp32")
+    peak = {"fp32": matmul_peak(torch.float32), "bf16": matmul_peak(torch.bfloat16)}
+    sizes = [bench_size(*map(int, s.split("x")), args.batch, args.steps, args.rounds) for s in args.sizes.split(",")]
+    rows = []
+    for s in sizes:
+        for v in VARIANTS:
+            ceiling = peak["fp32" if v == "fp32" else "bf16"]
+            s[v]["peak_share"] = s[v]["gflop_s"] * 1e9 / ceiling
+            rows.append([f"{s['width']} x {s['depth']}", v, f"{s[v]['img_s']:.0f}", f"{s[v]['img_s'] / s['fp32']['img_s']:.2f}x",
+                         f"{s[v]['gflop_s']:.1f}", f"{100 * s[v]['peak_share']:.0f} %", f"{s[v]['mean_loss']:.4f}"])
+    print(f"one thread, batch {args.batch}; matmul peak fp32 {peak['fp32'] / 1e9:.0f}, bf16 {peak['bf16'] / 1e9:.0f} GFLOP/s")
+    print(tabulate(rows, headers=["width x depth", "step", "img/s", "vs fp32", "GFLOP/s", "of peak", "mean loss"]))
+    out = {"batch": args.batch, "steps": args.steps, "rounds": args.rounds, "threads": 1,
+           "load_avg_1min": os.getloadavg()[0],  # other work on the machine: ratios hold, absolute numbers less
+           "native_bf16": precision.cpu_has_native_bf16(), "peak_gflop_s": {k: v / 1e9 for k, v in peak.items()},
+           "sizes": sizes}
+    print(f"wrote {save(args.out, '-cpu_step', out)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""What a report counts: one record per run id, in the file and folder of its run, and only runs of a plan the
+plan stage wrote. Each case below exited 0 with a wrong table on commit b6512bc (a backup copy pooled as one more
+seed, a cpu record inside tiny/ reported as cpu, an edited or missing plan turning verdicts inconclusive)."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from repro import records
+from repro.cli import main
+from repro.plan import store
+from repro.plan.__main__ import main as plan_main
+from repro.report.__main__ import main as report_main
+
+from conftest import REPO, fast_args
+from test_cli import one_line_error
+
+MISPLACED = ["x.bak.json", "x (copy).json", "another run id", "another scale's record"]
+
+
+def _misplace(good, case: str):
+    """A second file for ``good``'s run as ``case`` makes it; returns (that file, the file named as its home)."""
+    rec = json.loads(good.read_text())
+    if case == "another run id":  # a record whose run_id differs from its file name
+        bad = good.with_name(f"{rec['run_id'][:-1]}0.json")
+        bad.write_text(json.dumps({**rec, "seed": 7}))
+        return bad, good
+    if case == "another scale's record":  # scale cpu inside tiny/records (tiny inside cpu/records)
+        other = "tiny" if rec["scale"] == "cpu" else "cpu"
+        bad = good.with_name(f"{other}-run.json")
+        bad.write_text(json.dumps({**rec, "scale": other, "run_id": f"{other}-run"}))
+        return bad, records.record_path(rec["paper"], other, f"{other}-run", good.parents[3])
+    bad = good.with_name(good.stem + case.removeprefix("x"))
+    shutil.copy(good, bad)
+    return bad, good
+
+
+@pytest.mark.parametrize("case", MISPLACED)
+def test_a_record_out_of_its_place_stops_reproduce_naming_both_files(dirs, capsys, case):
+    pid = dirs["pid"]
+    assert main(["reproduce", *fast_args(pid, "tables=[table1]", "report=false")]) == 0
+    (good,) = (dirs["results"] / pid / "tiny" / "records").glob("*.json")
+    bad, home = _misplace(good, case)
+    capsys.readouterr()
+    err = one_line_error(capsys, main(["reproduce", *fast_args(pid, "tables=[table1]", "report=false")]))
+    assert err.startswith(f"error: {bad}: ") and f"whose record is {home}" in err
+    assert [r["run_id"] for r in records.load_records(pid, root=dirs["results"])[0]] == [good.stem]  # counted once
+
+
+@pytest.fixture
+def convit_cpu(tmp_path):
+    """A copy of the committed ConViT cpu records and plan, and the report command's arguments for it."""
+    shutil.copytree(REPO / "results" / "convit" / "cpu", tmp_path / "convit" / "cpu")
+    args = ["--paper", "convit", "--papers-dir", str(REPO / "papers"), "--results-dir", str(tmp_path),
+            "--notebook", "none"]
+    return tmp_path / "convit" / "cpu", args
+
+
+@pytest.mark.parametrize("case", MISPLACED)
+def test_a_record_out_of_its_place_stops_the_report_naming_both_files(convit_cpu, capsys, case):
+    folder, args = convit_cpu
+    bad, home = _misplace(sorted((folder / "records").glob("*.json"))[0], case)
+    err = one_line_error(capsys, report_main(args))
+    assert err.startswith(f"error: {bad}: ") and f"whose record is {home}" in err and err.endswith("--allow-invalid")
+
+
+@pytest.mark.parametrize("case", ["missing", "garbage", "a run taken out", "another scale's"])
+def test_the_report_stops_at_a_plan_it_cannot_trust(convit_cpu, capsys, monkeypatch, case):
+    folder, args = convit_cpu
+    plan = folder / "plan.json"
+    doc = json.loads(plan.read_text())
+    if case == "missing":
+        plan.unlink()
+    elif case == "garbage":
+        plan.write_text("{not json")
+    elif case == "a run taken out":
+        plan.write_bytes(store.dumps({**doc, "runs": doc["runs"][1:]}))
+    else:
+        plan.write_bytes(store.dumps(store.sealed({**doc, "scale": "tiny"})))
+    err = one_line_error(capsys, report_main(args))
+    assert str(plan) in err and "python -m repro.plan --paper convit --scale cpu" in err
+    if case == "garbage":  # what the plan stage says to it: the overrides it was made with are lost
+        monkeypatch.setenv("REPRO_RESULTS_DIR", str(folder.parents[1]))
+        err = one_line_error(capsys, plan_main(["--paper", "convit", "--scale", "cpu"]))
+        assert err.startswith(f"error: {plan} cannot be read") and "delete it" in err
+
+
+def test_a_record_that_is_no_run_of_the_plan_stops_the_report(convit_cpu, capsys):
+    """Named on stderr (it was named only inside REPORT.md), and the build stops unless --allow-invalid."""
+    folder, args = convit_cpu
+    good = sorted((folder / "records").glob("*.json"))[0]
+    rec = json.loads(good.read_text())
+    other = f"{rec['run_id'].rsplit('-', 1)[0]}-0000000000"  # made with other overrides than the plan's
+    (folder / "records" / f"{other}.json").write_text(json.dumps({**rec, "run_id": other}))
+    err = one_line_error(capsys, report_main(args))
+    assert err == (f"error: {other} (cpu): not a run of results/convit/cpu/plan.json (overrides none); to build the "
+                   f"reports without it: --allow-invalid")
