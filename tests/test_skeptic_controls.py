@@ -33,11 +33,15 @@ def test_oversmoothing_table1_needs_a_baseline_that_oversmooths_and_a_neutral_au
     assert claim.reading == "ours"  # the poster prints no CosSim for Table 1's models
 
 
-def test_convit_top5_gap_shrink_is_outside_a_ceiling_and_table3_is_not_judged_on_two_rows():
+def test_convit_top5_gap_shrink_is_outside_a_ceiling_and_table3_never_holds_on_two_rows():
     v = _cpu("convit")
     assert v["pre_top5_headroom"]["verdict"] == "not met"  # DeiT's top-5 at 100 % is ~97 %, over the paper's 95.0
     assert v["t2_gap_shrinks_top5"]["verdict"] == "outside regime"  # was: holds
-    assert v["t3_gpsa_beats_deit_low_data"]["verdict"] == "not designed"  # was: holds, on 1 of 4 variants
+    # a claim about every trainable-GPSA variant (a-d): cpu trains b-d, and until their records exist the
+    # one measured comparison (a vs e) cannot make it hold (it once held on 1 of 4 variants)
+    t3 = v["t3_gpsa_beats_deit_low_data"]
+    if "not run" in t3["statistic"]:
+        assert t3["verdict"] == "inconclusive", t3["statistic"]
     assert "t2_convit_ahead_of_equal_size_deit" in convit.RESOLVES["cpu"]
 
 
@@ -72,3 +76,12 @@ def test_crosspaper_cpu_has_a_longer_budget_and_its_2_epoch_claims_need_it():
         claim = next(c for c in paper.claims if c.id == f"{idea}_beats_baseline")
         assert "pre_budget_not_limiting" in claim.requires and f"{idea}_beats_baseline_e10" in cross.RESOLVES["cpu"]
     assert _cpu("crosspaper")["convit_beats_baseline"]["verdict"] != FAILS  # was: fails at 2 epochs (-2.74)
+
+
+def test_an_open_claim_waiting_for_comparisons_says_so():
+    """The first screen's reason for an open row: comparisons not yet run come before what the run ones say."""
+    summary = json.loads((REPO / "results" / "convit" / "summary.json").read_text())
+    (cpu,) = [screen for screen in summary["first_screen"] if screen["scale"] == "cpu"]
+    (row,) = [r for r in cpu["rows"] if r["id"] == "t3_gpsa_beats_deit_low_data"]
+    if ", 3 not run" in _cpu("convit")["t3_gpsa_beats_deit_low_data"]["statistic"]:  # until rows b-d are trained
+        assert row["why"] == "3 of 4 comparisons not run yet"

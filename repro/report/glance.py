@@ -12,8 +12,8 @@ from __future__ import annotations
 from repro.report import family
 from repro.report.assess import Assessment
 from repro.report.cells import Comparison, order_scales
-from repro.report.pairwise import (FAILS, HOLDS, INCONCLUSIVE, JUDGED, MIN_SEEDS, NOT_RESOLVABLE, NOT_TESTABLE, OUTSIDE,
-                                      Check, Verdict, decisive, p_sides, said)
+from repro.report.pairwise import (FAILS, HOLDS, INCONCLUSIVE, JUDGED, MIN_SEEDS, NOT_RESOLVABLE, NOT_RUN,
+                                      NOT_TESTABLE, OUTSIDE, Check, Verdict, decisive, p_sides, said)
 from repro.report.provenance import _joined
 from repro.report.setting import joined, run_setting
 from repro.report.tally import headline, headline_text, kind
@@ -165,6 +165,9 @@ def why(v: Verdict, c: Check | None) -> str:
     open_ = [p.claim.id for p in v.preconditions if p.verdict not in (HOLDS, FAILS)]
     if open_:
         return "precondition not resolved: " + ", ".join(open_)
+    unrun = sum(x.verdict == NOT_RUN for x in v.checks)
+    if unrun:  # a claim over several comparisons waits for all of them, whatever the measured ones say
+        return f"{unrun} of {len(v.checks)} comparisons not run yet"
     if c is None or c.effect is None:
         return "not measured"
     if v.controls and v.result == HOLDS:
