@@ -213,9 +213,15 @@ def test_poster_cossim_is_the_committed_definition_on_training_images(tmp_path, 
     torch.manual_seed(0)
     model = timm.create_model("repro_deit_tiny_c32", depth=3, embed_dim=24, num_heads=2, patch_size=8,
                               attn="talking_heads", num_classes=10)
-    monkeypatch.setattr(probes, "TRAIN_IMAGES", 20)
     monkeypatch.setattr(probes, "CHUNK", 8)
-    m = probes.poster_cossim(model, data, "cpu")
+    m = probes.poster_cossim(model, data, "cpu", images=20)
     whole = oversmoothing_metrics(model, torch.cat(batches))
     assert m["cossim_train_layers"] == pytest.approx(whole["cossim_layers"], abs=1e-5)
     assert m["cossim_train_norm"] == pytest.approx(whole["cossim_norm"], abs=1e-5) and m["cossim_train_images"] == 20
+
+
+def test_smoke_and_dry_runs_read_the_poster_cossim_on_one_probe_batch():
+    """A paper-size dry run must not push 10,000 images through DeiT-B-24 on a CPU (CI's full dry runs)."""
+    from papers.oversmoothing import probes
+    assert probes.train_images({"mode": "dry_run"}) == probes.train_images({"mode": "smoke"}) == probes.PROBE_BATCH
+    assert probes.train_images({}) == probes.TRAIN_IMAGES == 10_000

@@ -44,7 +44,8 @@ CHUNK = 100  # images per forward pass: every block's tokens of a chunk are held
 def oversmoothing(model: nn.Module, ctx) -> dict:
     """Training probe (config['probes']): Figure 2's metrics on the engine's fixed test batch, and CosSim
     on the poster's image set (``cossim_train_*``)."""
-    return {**oversmoothing_metrics(model, ctx.images), **poster_cossim(model, ctx.config["data"], ctx.device)}
+    return {**oversmoothing_metrics(model, ctx.images),
+            **poster_cossim(model, ctx.config["data"], ctx.device, train_images(ctx.config))}
 
 
 @register("oversmoothing.random_init")
@@ -60,7 +61,8 @@ def random_init(config: dict) -> dict:
     data = build_data(config["data"], {**config["recipe"], "batch_size": 1}, seed=0, device=device)
     images, _ = data.test.sample(PROBE_BATCH)
     model = create_model(config, data.num_classes).to(device)
-    return {**oversmoothing_metrics(model, images[:PROBE_BATCH]), **poster_cossim(model, config["data"], device),
+    return {**oversmoothing_metrics(model, images[:PROBE_BATCH]),
+            **poster_cossim(model, config["data"], device, train_images(config)),
             **evaluate(model, data.test, Dist(device=device), None), "params": _count(model)}
 
 
@@ -87,8 +89,14 @@ def training_batches(data_cfg: dict, n: int, device, batch_size: int = CHUNK):
         yield x
 
 
-def poster_cossim(model: nn.Module, data_cfg: dict, device) -> dict:
-    """CosSim per block and after the final norm, the mean over up to ``TRAIN_IMAGES`` training images.
+def train_images(config: dict) -> int:
+    """The poster's 10,000 training images for a real run; a smoke or dry run (``mode``) checks the path
+    on one probe batch: 10,000 images through a paper-size model would take a CPU hours."""
+    return PROBE_BATCH if config.get("mode") else TRAIN_IMAGES
+
+
+def poster_cossim(model: nn.Module, data_cfg: dict, device, images: int = TRAIN_IMAGES) -> dict:
+    """CosSim per block and after the final norm, the mean over up to ``images`` training images.
 
     The definition is the committed one (patch tokens of each block's output, class token dropped, eval
     mode); only the images differ: the poster's training images, not ``PROBE_BATCH`` test images.
@@ -99,7 +107,7 @@ def poster_cossim(model: nn.Module, data_cfg: dict, device) -> dict:
     model.eval()
     try:
         with torch.no_grad(), record_blocks(model) as rec:
-            for x in training_batches(data_cfg, TRAIN_IMAGES, device, CHUNK):
+            for x in training_batches(data_cfg, images, device, CHUNK):
                 tokens = model.forward_features(x.to(device))
                 for i, h in enumerate([rec.features[b] for b in range(depth)] + [tokens]):
                     sums[i] += patch_cosine_similarity(h, h.shape[1] - patches).sum().item()
