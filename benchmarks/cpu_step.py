@@ -28,7 +28,7 @@ from tabulate import tabulate
 import repro.models  # noqa: F401  (registers repro_*)
 from benchmarks.device import save
 from repro.checks import check_keys
-from repro.probes.cost import count_macs
+from repro.models.cost import count_macs
 from repro.runs import RunSpec, resolve
 from repro.train import engine, precision
 

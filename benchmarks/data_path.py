@@ -30,7 +30,7 @@ import repro
 import repro.models  # noqa: F401  (registers repro_*)
 from benchmarks.device import device_name, peak_flops, save
 from repro.data import DataError, build_data
-from repro.probes.cost import count_macs
+from repro.models.cost import count_macs
 from repro.train.recipe import build_criterion, build_mixup, build_optimizer
 
 

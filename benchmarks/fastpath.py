@@ -41,7 +41,7 @@ from benchmarks.data_path import _data, _step_fns, run_config, timed
 from benchmarks.device import device_name, peak_flops, save
 from repro.checks import COMPILE_MODES
 from repro.data.fastpath import FastPath
-from repro.probes.cost import count_macs
+from repro.models.cost import count_macs
 from repro.records import git_state
 from repro.train.compiled import compile_module, step_begin
 from repro.train.fused import FusedRuns

@@ -22,7 +22,7 @@ import torch
 from tabulate import tabulate
 
 import repro.models  # noqa: F401  (registers repro_*)
-from repro.probes.cost import count_macs
+from repro.models.cost import count_macs
 from repro.probes.speed import throughput
 from benchmarks.device import device_name, peak_flops, save
 

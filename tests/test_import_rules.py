@@ -19,6 +19,7 @@ FORBIDDEN = {  # importer package -> packages it must never import, directly or 
                      "repro.plan.build", "repro.plan.experiments", "papers", "torch", "timm"),
     "repro.plan": ("repro.train", "repro.run", "repro.report", "repro.cli"),
     "repro.train": ("repro.run", "repro.cli"),  # the scheduler (run/) drives the loop, never the reverse
+    "repro.models": ("repro.probes",),  # probes measure models; a model never needs a probe
 }
 
 

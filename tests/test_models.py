@@ -11,7 +11,7 @@ from conftest import REPO
 import repro.models as rm
 from repro.models import GPSA, Attention, CirculantLinear, TalkingHeadsAttention, VisionTransformer
 from repro.models.blocks import Block
-from repro.probes.cost import count_macs, count_params, macs_without_attention
+from repro.models.cost import count_macs, count_params, macs_without_attention
 from repro.probes.hooks import record_blocks
 
 torch.manual_seed(0)

@@ -22,7 +22,7 @@ from torch import nn
 from repro.data import build_data
 from repro.functions import register
 from repro.models import CirculantLinear
-from repro.probes.cost import count_macs, count_params, macs_without_attention
+from repro.models.cost import count_macs, count_params, macs_without_attention
 from repro.train.model import create_model
 
 from . import models  # noqa: F401  (registers augvit_dense_proj)

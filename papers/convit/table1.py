@@ -22,7 +22,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from repro.functions import register
-from repro.probes.cost import count_params, macs_without_attention
+from repro.models.cost import count_params, macs_without_attention
 from repro.probes.speed import throughput
 from repro.train import ddp
 from repro.train.model import register_models

@@ -28,7 +28,7 @@ from repro.data.image_loader import ImageEvalLoader
 from repro.data.tensor_cache import decoded
 from repro.data.tensor_loader import TensorEvalLoader, spread
 from repro.functions import register
-from repro.probes.cost import count_params as _count
+from repro.models.cost import count_params as _count
 from repro.probes.diversity import num_patches, oversmoothing_metrics, patch_cosine_similarity
 from repro.probes.hooks import record_blocks
 from repro.train.ddp import Dist

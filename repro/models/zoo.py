@@ -20,7 +20,7 @@ from tabulate import tabulate
 from tqdm import tqdm
 
 from ..paper import parse_printed, prints_as
-from ..probes.cost import count_macs, count_params, macs_without_attention
+from .cost import count_macs, count_params, macs_without_attention
 from . import registry  # noqa: F401  (registers repro_* names)
 
 ZOO_FILE = Path(__file__).resolve().parents[2] / "papers" / "zoo.yaml"

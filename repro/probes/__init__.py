@@ -1,1 +1,2 @@
-"""Measurements on models: size and cost, speed, attention and feature statistics, theorem checks."""
+"""Measurements on trained models: speed, attention and feature statistics, theorem checks (size and cost:
+repro/models/cost.py)."""

@@ -30,7 +30,7 @@ from tabulate import tabulate
 from .. import records
 from ..errors import ConfigError, one_line
 from ..plan.experiments import known_papers, paper_scales
-from ..probes.cost import count_macs
+from ..models.cost import count_macs
 from ..runs import RunSpec
 from ..train.execute import DONE, record_status
 from ..train.model import create_model
