@@ -4,7 +4,8 @@ and what each run depends on.
 One run serves another in three ways, all named in the plan so that the scheduler and the report need
 not rediscover them: ``init`` (a train run starts from another run's final model), ``source`` (a probe
 reads another run's record or checkpoint, papers/convit/reuse.py) and ``twin`` (a run whose resolved
-config is an earlier run's, filed under another table: it shares that run's record).
+config is an earlier run's, filed under another table: it shares that run's record). A run's ``group`` is
+that of the run it starts from or reads, else a new one: what one process runs together, in order.
 """
 from __future__ import annotations
 
@@ -84,10 +85,14 @@ def dotted(cfg, task: list[str] | tuple) -> dict:
 
 def planned(paper: str, scale: str, command: list[str] | tuple = ()) -> dict:
     """The plan ``python -m repro reproduce paper=<paper> scale=<scale> <command>`` writes."""
+    return for_command(compose(paper, scale, command), command)
+
+
+def for_command(c: dict, task: list[str] | tuple) -> dict:
+    """The plan of a command composed as ``c`` from the command-line overrides ``task``."""
     from omegaconf import OmegaConf
 
-    c = compose(paper, scale, command)
-    return plan(c, dotted(OmegaConf.create(c), command), shaping(command))
+    return plan(c, dotted(OmegaConf.create(c), task), shaping(task))
 
 
 def shaping(task: list[str] | tuple) -> list[str]:
@@ -102,11 +107,15 @@ def plan(c: dict, overrides: dict | None = None, command: list[str] | tuple = ()
     ``command``: the overrides it was composed with (``shaping``), stored when there are any."""
     specs = resolved_runs(c, overrides)
     first: dict[str, str] = {}
+    group: dict[str, int] = {}
     runs = []
     for s in specs:
+        deps = _dependencies(s, first)
+        served = deps.get("init") or deps.get("source")
+        group[s.run_id] = group[served] if served in group else max(group.values(), default=-1) + 1
         runs.append({"run_id": s.run_id, "table": s.table, "cell": s.cell, "seed": s.seed, "kind": s.kind,
                      "name": s.name, "fingerprint": s.fingerprint, "config": s.config,
-                     "depends_on": _dependencies(s, first)})
+                     "depends_on": deps, "group": group[s.run_id]})
         first.setdefault(s.fingerprint, s.run_id)
     cells = sorted({(s.table, s.cell["row"], col) for s in specs for col in s.cell["columns"]})
     scale = specs[0].scale if specs else c["scale"]  # a smoke plan is filed under <scale>-smoke, as its runs
