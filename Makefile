@@ -31,9 +31,9 @@ zoo: $(PY)
 	$(PY) -m repro.models.zoo
 
 # `make reproduce PAPER=convit [SCALE=tiny|cpu|small|full] [TABLES=table2] [SEEDS=3] [FORCE=1] [DEADLINE=25m]`: runs, then the
-# report (FORCE=0 is no force). DEADLINE (25m, 1h30m, or a UTC time 17:20): python -m repro.run.deadline stops the runs in time.
+# report (FORCE=0 is no force). DEADLINE (25m, 1h30m, or a UTC time 17:20): python -m repro deadline stops the runs in time.
 reproduce: $(PY)
-	$(PY) -m $(if $(DEADLINE),repro.run.deadline $(DEADLINE),repro) reproduce paper=$(PAPER) $(if $(SCALE),scale=$(SCALE)) $(if $(TABLES),tables=$(TABLES)) $(if $(SEEDS),seeds=$(SEEDS)) $(if $(FORCE),force=$(FORCE))
+	$(PY) -m repro $(if $(DEADLINE),deadline $(DEADLINE)) reproduce paper=$(PAPER) $(if $(SCALE),scale=$(SCALE)) $(if $(TABLES),tables=$(TABLES)) $(if $(SEEDS),seeds=$(SEEDS)) $(if $(FORCE),force=$(FORCE))
 
 # `make -j2 reproduce-all SCALE=tiny`: every paper and the cross-paper table, one make job each (a tiny run uses one thread, so
 # -j2 fills both cores of a 2-core machine); each job rebuilds its paper's report and the index.

@@ -23,23 +23,19 @@ import os
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import torch
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from repro.run.specs import build_specs
 from repro.data import DataError, open_split
+from repro.plan.build import planned
 from repro.plan.experiments import known_papers, paper_scales
-from repro.runs import RunSpec, source_spec
+from repro.run.specs import planned_specs
+from repro.runs import RunSpec
 from repro.train import ddp, preempt
 from repro.train.engine import Runtime, train
 from repro.train.model import register_models
 from benchmarks.device import device_name
-
-CONF = Path(__file__).resolve().parents[1] / "repro" / "conf"
-
 
 @contextlib.contextmanager
 def cache_dir():
@@ -57,13 +53,13 @@ def cache_dir():
 
 
 def small_run(paper: str, cuda: bool, steps_per_epoch: int) -> tuple[RunSpec, str]:
-    """The paper's first small run that trains from scratch, cut to two epochs of ``steps_per_epoch``,
-    on its dataset when present (else synthetic pixels); and a note saying which data it got."""
-    with initialize_config_dir(config_dir=str(CONF), version_base=None):
-        base = OmegaConf.to_container(compose("config", overrides=["scale=small"]), resolve=True)
+    """The paper's first small run that trains from scratch (its plan's first train run with no ``init``), cut to
+    two epochs of ``steps_per_epoch``, on its dataset when present (else synthetic pixels); and a note saying
+    which data it got."""
     register_models(paper)
-    specs = [s for s in build_specs({**base, "paper": paper}) if s.kind == "train" and source_spec(s) is None]
-    spec = specs[0]
+    doc = planned(paper, "small")
+    fresh = {r["run_id"] for r in doc["runs"] if r["kind"] == "train" and "init" not in r["depends_on"]}
+    spec = next(s for s in planned_specs(doc) if s.run_id in fresh)
     data, recipe = spec.config["data"], spec.config["recipe"]
     batch = int(recipe["batch_size"]) if cuda else 16
     per_class = math.ceil(steps_per_epoch * batch / int(data["num_classes"]))

@@ -1,37 +1,44 @@
-"""``python -m repro reproduce|list``: the command line, on Hydra.
+"""``python -m repro reproduce|list|deadline|forecast``: the command line, on Hydra.
 
     python -m repro reproduce paper=convit [scale=tiny|small|full] [tables=table2,table3] [seeds=3] [key=value ...]
     python -m repro list [paper=convit] [scale=...]
+    python -m repro deadline 25m [--margin S] [--hold-back] reproduce paper=convit ...   (repro/run/deadline.py)
+    python -m repro forecast [--bench FILE] [--paper ID] scale=small ...                 (repro/run/forecast.py)
 
 ``reproduce`` runs every run of the paper's tables that has no record yet (resuming the partial
 ones from their checkpoints), writes one record per run, then rebuilds the paper's report.
 Default scale: small when a GPU is present, else tiny. Hydra's ``-m`` (multirun) and launchers
 work as usual, e.g. ``-m hydra/launcher=slurm``. Bad input is one line on stderr and exit code 2.
-This module reads the command line; the scheduler is repro/run/.
+This module reads the command line and calls the stages in order: plan (repro/plan/: plan.json), run
+(repro/run/: records, from plan.json), report (repro/report/).
 """
 from __future__ import annotations
 
 import os
 import sys
-import traceback
 from pathlib import Path
 
 import hydra
 import torch
+from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from . import records
-from .checks import check_booleans, check_writable
+from .checks import check_booleans, check_command, check_writable
 from .errors import ConfigError, one_line
-from .run import multirun
-from .run.listing import list_runs
-from .run.reproduce import RunsFailed, reproduce
-from .run.sequential import BAD_INPUT
+from .plan.build import CONF_DIR, for_command
+from .plan.experiments import known_papers, paper_scales
+from .plan.store import write_plan
+from .run import deadline, forecast, multirun
+from .run.dry_run import dry_run
+from .run.listing import list_papers, list_runs
+from .run.outcome import RunsFailed, outcome
+from .run.reproduce import check, reproduce
 from .runs import SCALES, cache_root
-from .train import preempt
+from .train import ddp, preempt
 
-COMMANDS = ("reproduce", "list")
+COMMANDS = ("reproduce", "list", "deadline", "forecast")
 _exit_code = 0
 
 
@@ -41,45 +48,93 @@ _exit_code = 0
 def _hydra_main(cfg: DictConfig) -> dict:
     """The task function: its return value is what a multirun job reports (repro/run/multirun.py)."""
     global _exit_code
-    code, error = _run_command(cfg)
+    command = {"reproduce": _reproduce, "list": _list}[cfg.command]
+    code, error = outcome(lambda: command(OmegaConf.to_container(cfg, resolve=True)))
     if preempt.requested():
         multirun.end_stopped_slurm_job(code)
     _exit_code = max(_exit_code, code)
     return {"code": code, "error": error}
 
 
-def _run_command(cfg: DictConfig) -> tuple[int, str | None]:
-    """The command's exit code and its one-line error, also printed on stderr. In a multirun job a crash
-    is one too (the launcher's parent lists it with the job's log); elsewhere it stays a traceback."""
+def _task() -> list[str]:
+    """The overrides typed on the command line."""
+    return [o for o in HydraConfig.get().overrides.task if not o.startswith("command=")]
+
+
+def _reproduce(c: dict) -> int:
+    """plan -> run -> report: the plan built and checked before anything is written, the runs read from its file."""
+    check_command(c)
+    task = _task()
+    if c.get("plan"):  # a torchrun rank: its parent planned and checked, and builds the report
+        return reproduce(c, Path(c["plan"]), task)
+    doc = for_command(c, task)
+    if c.get("dry_run"):
+        return dry_run(c, doc)
+    lines = check(c, doc)
+    path = write_plan(doc)
+    if int(c["num_shards"]) == 1 and not ddp.in_torchrun():  # once, by the command typed (not its shards, ranks)
+        for line in lines:
+            print(line, flush=True)
     try:
-        with preempt.on_signals():
-            return int({"reproduce": reproduce, "list": list_runs}[cfg.command](cfg) or 0), None
-    except BAD_INPUT as e:
-        code, error = 2, f"error: {one_line(e)}"
-    except RunsFailed as e:
-        code, error = 1, f"error: {one_line(e)}"
-    except preempt.Preempted as e:
-        code, error = preempt.exit_code(), f"stopped: {one_line(e)}"
-        if os.environ.get(preempt.SUMMARIZED):  # a group of a jobs=N command: its parent says it once for all
-            return code, error
-    except Exception as e:
-        if records.disk_full(e):
-            return 2, _said(f"error: {_disk_full_line(e)}")
-        if not multirun.in_multirun():
-            raise
-        traceback.print_exc()
-        code, error = 1, f"crashed: {type(e).__name__}: {one_line(e)}"
-    return code, _said(error)
+        code = reproduce(c, path, task)
+    except RunsFailed:
+        _report(c)
+        raise
+    if code != 2:
+        _report(c)
+    return code
 
 
-def _said(error: str) -> str:
-    print(error, file=sys.stderr, flush=True)
-    return error
+def _list(c: dict) -> int:
+    """``list``: the runs of the command's plan (every paper's, without paper=), with their status."""
+    check_command(c)
+    task = _task()
+    if c.get("paper"):
+        return list_runs(c, for_command(c, task))
+    plans: dict = {}
+    for paper in known_papers():
+        try:
+            plans[paper] = for_command({**c, "paper": paper}, task)
+        except Exception as e:  # noqa: BLE001 - one broken experiments.py should not hide the others
+            plans[paper] = e
+    return list_papers(c, plans)
 
 
-def _disk_full_line(e: OSError) -> str:
-    return (f"no space left on the device writing {e.filename or 'a file'}; nothing half-written is kept and the "
-            f"finished runs keep their records: free space, then run the same command again")
+def _report(c: dict) -> None:
+    """The report stage: the paper's report and the index rebuilt from all its records (rank 0 of torchrun's).
+
+    A report that cannot be built (paper.yaml unreadable, disk full) is bad input: ConfigError, exit 2;
+    the records already written stay as they are.
+    """
+    if not c.get("report", True) or int(os.environ.get("RANK", 0)) != 0:
+        return
+    from .report.build import UnknownPaper, build_all
+
+    paper = c["paper"]
+    try:
+        written, errors = build_all(results_dir=records.results_root(), only=[paper])
+    except UnknownPaper:
+        print(f"note: papers/{paper}/paper.yaml does not exist; records are written, no report built")
+        return
+    except OSError as e:
+        raise ConfigError(f"report of {paper} not written: {e.strerror or e} ({e.filename or 'results'}); "
+                          f"the records are kept: free space or fix permissions, then run make report "
+                          f"PAPER={paper}") from None
+    if errors:
+        raise ConfigError(f"report of {paper} not built: {errors[paper]}; the records are kept: fix it, then "
+                          f"run make report PAPER={paper}")
+    print(f"report: {records.results_root() / paper / 'report.html'}")
+
+
+def campaign(args: list[str]) -> tuple[dict, dict]:
+    """The composed config and the plan (built, not written) of ``reproduce <args>``: what deadline and forecast
+    price before the command runs."""
+    from hydra import compose, initialize_config_dir
+
+    overrides = [a for a in _prepare(args) if "=" in a and not a.startswith("-")]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        c = OmegaConf.to_container(compose(config_name="config", overrides=overrides), resolve=True)
+    return c, for_command(c, overrides)
 
 
 def _prepare(args: list[str]) -> list[str]:
@@ -132,6 +187,10 @@ def main(argv: list[str] | None = None) -> int:
     if command not in COMMANDS:
         print(f"error: unknown command {command!r}; use one of {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
+    if command == "deadline":
+        return deadline.main(rest, campaign, lambda args: main(["reproduce", *args]))
+    if command == "forecast":
+        return forecast.main(rest, campaign, lambda scale: [p for p in known_papers() if scale in paper_scales(p)])
     try:
         rest = _prepare(rest)
         check_writable(cache_root() / "hydra", "cache folder", "REPRO_CACHE_DIR")  # Hydra's run dir, then ours

@@ -240,26 +240,6 @@ def pointer_source(config: dict) -> RunSpec | None:
                    kind=src["kind"], config=own, name=src.get("name", ""))
 
 
-def run_groups(specs: list[RunSpec]) -> dict[str, int]:
-    """run id -> group: each run that starts from scratch opens a group (numbered in order), and every
-    run that starts from it or reads it joins that group (a dependent never waits on another process)."""
-    group: dict[str, int] = {}
-    roots = 0
-    for s in specs:
-        source = source_spec(s) or (pointer_source(s.config) if s.kind == "probe" else None)
-        if source is not None and source.run_id in group:
-            group[s.run_id] = group[source.run_id]
-        else:
-            group[s.run_id], roots = roots, roots + 1
-    return group
-
-
-def shard(specs: list[RunSpec], index: int, count: int) -> list[RunSpec]:
-    """The ``index``-th of ``count`` shards: every ``count``-th group of runs (``run_groups``)."""
-    group = run_groups(specs)
-    return [s for s in specs if group[s.run_id] % count == index]
-
-
 def check_unique(specs: list[RunSpec]) -> None:
     """Two specs with one run id would overwrite each other's record: refuse."""
     seen: dict[str, RunSpec] = {}

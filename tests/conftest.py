@@ -119,6 +119,15 @@ def fast_args(pid: str, *extra: str) -> list[str]:
 CIFAR_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 
 
+def build_specs(c: dict, overrides: dict | None = None) -> list:
+    """The runs a command composed as ``c`` (with the command line's run-key ``overrides``) means: its plan
+    built by the plan stage, read by the run stage's selection (tables, runs, shard)."""
+    from repro.plan.build import plan
+    from repro.run.specs import select
+
+    return select(c, plan(c, overrides))
+
+
 def image_folder(base: Path, splits=("train", "test"), per_class: int = 4, empty=()) -> Path:
     """A small ImageFolder tree of random 32 px JPEGs, base/<split>/<class>/NNNN.jpg; the (split, class)
     folders in ``empty`` are made without images."""

@@ -13,7 +13,6 @@ import repro.models  # noqa: F401  (registers the named models)
 from papers.cmhsa import experiments
 from papers.cmhsa.summary import run_summary
 from papers.cmhsa.timing import time_ratio
-from repro.run.specs import build_specs
 from repro.models.transfer import bias_scale
 from repro.report.claims import judge
 from repro.report.cells import compare
@@ -22,7 +21,7 @@ from repro.plan.experiments import paper_runs
 from repro.runs import source_spec
 from repro.paper import load_paper
 
-from conftest import REPO
+from conftest import REPO, build_specs
 
 PAPER = load_paper(REPO / "papers" / "cmhsa" / "paper.yaml")
 THEOREM_TABLES = ("theorem1", "lemma2", "head_bounds")

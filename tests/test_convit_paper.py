@@ -9,7 +9,6 @@ from omegaconf import OmegaConf
 from papers.convit import experiments, reuse, table1
 from papers.convit.probes import gpsa_modules
 from repro import records
-from repro.run.specs import build_specs
 from repro.runs import RunSpec, pointer, resolve, run_dir
 from repro.paper import load_paper
 from repro.train import ddp
@@ -19,7 +18,7 @@ from repro.train.init_from import InitError
 from repro.train.model import register_models
 from repro.train.recipe import run_epochs
 
-from conftest import REPO
+from conftest import REPO, build_specs
 
 PAPER = load_paper(REPO / "papers" / "convit" / "paper.yaml")
 register_models("convit")

@@ -1,4 +1,4 @@
-"""python -m repro.run.deadline: a predicted time from a measured table, a clean stop, the same command resumes."""
+"""python -m repro deadline: a predicted time from a measured table, a clean stop, the same command resumes."""
 from __future__ import annotations
 
 import datetime as dt
@@ -8,12 +8,19 @@ import time
 import pytest
 
 from repro import records
-from repro.cli import main
+from repro.cli import campaign, main
 from repro.run import deadline
+from repro.run.specs import select
 from repro.runs import ConfigError
 from repro.train import preempt
 
 from conftest import fast_args
+
+def _campaign(args: list[str]) -> tuple[dict, dict, list]:
+    """The command's config, plan and runs, as ``python -m repro deadline`` plans them."""
+    c, doc = campaign(args)
+    return c, doc, select(c, doc)
+
 
 NO_AUG = ["recipe.mixup=0", "recipe.cutmix=0", "recipe.aa=null", "recipe.reprob=0", "recipe.smoothing=0"]
 
@@ -30,14 +37,14 @@ def test_deadlines_as_durations_or_utc_times():
 def test_a_clock_or_duration_out_of_range_is_one_line_before_anything_runs(text, capsys):
     """25:99 was a traceback (datetime.replace); a duration past threading's longest wait killed the watch
     thread, and the campaign ran with no deadline."""
-    code = deadline.main([text, "reproduce", "paper=convit", "scale=tiny"])
+    code = main(["deadline", text, "reproduce", "paper=convit", "scale=tiny"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.startswith(f"error: deadline {text!r}") and "\n" not in err
 
 
 def test_the_prediction_comes_from_a_measured_table(dirs, monkeypatch):
     """f100: 2 epochs x 20 batches of 8, f50: 4 x 10 (epochs x 1/f); 40 test images at the end (tiny: eval_every 0)."""
-    c, specs = deadline.campaign(fast_args(dirs["pid"], "tables=[table2]", "recipe.epochs=2"))
+    c, _, specs = _campaign(fast_args(dirs["pid"], "tables=[table2]", "recipe.epochs=2"))
     measured = []
     monkeypatch.setattr(deadline, "measure", lambda spec: measured.append(spec.run_id) or 100.0)
     p = deadline.predict(c, specs)
@@ -49,30 +56,30 @@ def test_the_prediction_comes_from_a_measured_table(dirs, monkeypatch):
 
 
 def test_runs_names_runs_by_id_or_prefix_and_an_unknown_one_is_bad_input(dirs):
-    _, specs = deadline.campaign(fast_args(dirs["pid"], "tables=[table2]"))
+    _, _, specs = _campaign(fast_args(dirs["pid"], "tables=[table2]"))
     first = specs[0].run_id
-    _, only = deadline.campaign(fast_args(dirs["pid"], "tables=[table2]", f"runs=['{first[:-4]}']"))
+    _, _, only = _campaign(fast_args(dirs["pid"], "tables=[table2]", f"runs=['{first[:-4]}']"))
     assert [s.run_id for s in only] == [first] and len(specs) == 2
     with pytest.raises(ConfigError, match="names no run"):
-        deadline.campaign(fast_args(dirs["pid"], "tables=[table2]", "runs=[nosuchrun]"))
+        _campaign(fast_args(dirs["pid"], "tables=[table2]", "runs=[nosuchrun]"))
 
 
 def test_hold_back_starts_only_the_runs_predicted_to_finish(dirs, monkeypatch, capsys):
     """Two runs of 3.3 s each (320 images at 100 img/s, one evaluation): 5 s fit one on one worker, both on two;
     the command then trains only the runs kept, and a later run of it the rest."""
     args = fast_args(dirs["pid"], "tables=[table2]", "recipe.epochs=2")
-    c, specs = deadline.campaign(args)
+    c, doc, specs = _campaign(args)
     monkeypatch.setattr(deadline, "measure", lambda spec: 100.0)
-    assert deadline.held_back(c, specs, 5.0) == {specs[1].run_id}
-    assert deadline.held_back({**c, "jobs": 2}, specs, 5.0) == set()
-    assert deadline.held_back(c, specs, 1.0) == {s.run_id for s in specs}
+    assert deadline.held_back(c, doc, 5.0) == {specs[1].run_id}
+    assert deadline.held_back({**c, "jobs": 2}, doc, 5.0) == set()
+    assert deadline.held_back(c, doc, 1.0) == {s.run_id for s in specs}
     monkeypatch.setattr(deadline, "seconds_left", lambda text: 65.0)  # 5 s after the 60 s margin
-    assert deadline.main(["25m", "--hold-back", "reproduce", *args, "report=false"]) == 0
+    assert main(["deadline", "25m", "--hold-back", "reproduce", *args, "report=false"]) == 0
     out = capsys.readouterr().out
     assert "1 run(s) held back" in out and "1 of 2 go ahead" in out
     done = {r["run_id"] for r in records.load_records(dirs["pid"], root=dirs["results"])[0]}
     assert done == {specs[0].run_id}
-    assert deadline.held_back(c, specs, 5.0) == set()  # the first is recorded: the second now fits
+    assert deadline.held_back(c, doc, 5.0) == set()  # the first is recorded: the second now fits
 
 
 def test_the_watch_asks_the_loop_to_stop_when_its_time_is_up(monkeypatch):
@@ -105,12 +112,12 @@ def test_a_deadline_stop_resumes_to_the_uninterrupted_record(dirs, tmp_path, mon
         return real_watch(0, done, fired)
     monkeypatch.setattr(deadline, "_watch", lambda s, d, f: threading.Thread(
         target=at_first_epoch_end, args=(s, d, f), daemon=True).start())
-    assert deadline.main(["1h", "--margin", "30", "reproduce", *args]) == 0
+    assert main(["deadline", "1h", "--margin", "30", "reproduce", *args]) == 0
     out = capsys.readouterr().out
     assert "this campaign:" in out and "deadline: stopped 30 s before it" in out and "run the same command" in out
     assert len(records.load_records(dirs["pid"], root=tmp_path / "deadline")[0]) < len(ref)
     monkeypatch.setattr(deadline, "_watch", real_watch)
-    assert deadline.main(["1h", "reproduce", *args]) == 0  # the same command resumes
+    assert main(["deadline", "1h", "reproduce", *args]) == 0  # the same command resumes
     got = {r["run_id"]: r for r in records.load_records(dirs["pid"], root=tmp_path / "deadline")[0]}
     assert sorted(got) == sorted(ref)
     timing = ("epoch_s", "images_per_s")

@@ -14,12 +14,11 @@ from omegaconf import OmegaConf
 
 from repro import records
 from repro.cli import main
-from repro.run.specs import build_specs
 from repro.plan.experiments import known_papers, paper_scales
 from repro.report.provenance import data_label
 from repro.train.model import register_models
 
-from conftest import REPO, fast_args
+from conftest import REPO, build_specs, fast_args
 from test_cli import one_line_error, snapshot
 from test_reliability import _jpeg_args, _jpeg_dataset
 

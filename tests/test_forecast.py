@@ -1,10 +1,12 @@
-"""python -m repro.run.forecast: a campaign's device time from a committed benchmark, with no data and no device."""
+"""python -m repro forecast: a campaign's device time from a committed benchmark, with no data and no device."""
 from __future__ import annotations
 
 import pytest
 
+from repro.cli import campaign, main
 from repro.run import deadline
-from repro.run.forecast import Reference, cost, forecast, main
+from repro.run.forecast import Reference, cost, forecast
+from repro.run.specs import select
 
 from conftest import REPO, fast_args, image_folder
 
@@ -15,6 +17,10 @@ def _ref(**numbers) -> Reference:
     base = dict(device="dev", model="m", batch=100, step_s=1.0, model_s=0.0, gflops=1.0, tensors=10, convit_ratio=0.5,
                 packed_speedup=None, source="test")
     return Reference(**{**base, **numbers})
+
+
+def _forecast(args: list[str], ref: Reference) -> dict:
+    return forecast(*campaign(args), ref)
 
 
 def test_the_committed_h200_step_prices_its_own_model_at_the_measured_rate():
@@ -38,25 +44,24 @@ def test_the_model_step_takes_the_longer_of_its_compute_and_launch_bounds():
 
 def test_runs_epochs_and_evaluations_counted_as_the_deadline_counts_them(dirs):
     """f100: 2 epochs x 20 batches of 8, f50: 4 x 10 (epochs x 1/f); 40 test images at the end, priced at 100 img/s."""
-    f = forecast(fast_args(dirs["pid"], "tables=[table2]", "recipe.epochs=2"), _ref())
+    f = _forecast(fast_args(dirs["pid"], "tables=[table2]", "recipe.epochs=2"), _ref())
     assert f["runs"] == 2 and f["groups"] == 0 and f["models"] == 1
     assert f["seconds"] == pytest.approx((320 + 320) / 100 + 40 * 2 / (deadline.EVAL_SPEEDUP * 100))
-    longer = forecast(fast_args(dirs["pid"], "tables=[table2]", "recipe.epochs=4"), _ref())
+    longer = _forecast(fast_args(dirs["pid"], "tables=[table2]", "recipe.epochs=4"), _ref())
     assert longer["seconds"] == pytest.approx(2 * (320 + 320) / 100 + 40 * 2 / (deadline.EVAL_SPEEDUP * 100))
 
 
 def test_a_packed_speedup_divides_only_fused_groups(dirs):
     args = fast_args(dirs["pid"], "tables=[table2]", "recipe.epochs=2", "seeds=2", "runtime.fused=true",
                      "data.pipeline=fastpath")
-    alone, fused = forecast(args, _ref()), forecast(args, _ref(packed_speedup=2.0))
+    alone, fused = _forecast(args, _ref()), _forecast(args, _ref(packed_speedup=2.0))
     assert alone["groups"] == fused["groups"] == 2  # each fraction's two seeds
     assert fused["seconds"] == pytest.approx(alone["seconds"] / 2)
 
 
 def test_flops_and_tensors_are_counted_without_weights(dirs):
-    from repro.run.deadline import campaign
-
-    _, specs = campaign(fast_args(dirs["pid"], "tables=[table2]"))
+    c, doc = campaign(fast_args(dirs["pid"], "tables=[table2]"))
+    specs = select(c, doc)
     config = next(s for s in specs if s.kind == "train").config
 
     def changed(**kwargs):
@@ -70,8 +75,8 @@ def test_flops_and_tensors_are_counted_without_weights(dirs):
 def test_a_folder_dataset_is_counted_from_its_files_and_a_missing_one_is_one_line(dirs, capsys):
     image_folder(dirs["data"] / "pilot", splits=("train", "val"), per_class=8)
     args = fast_args(dirs["pid"], "tables=[table2]", "recipe.epochs=2", "data=folder", "data.path=pilot")
-    f = forecast([a for a in args if not a.startswith("data.max_per_class")], _ref())
+    f = _forecast([a for a in args if not a.startswith("data.max_per_class")], _ref())
     assert f["seconds"] == pytest.approx((160 + 160) / 100 + 40 * 2 / (deadline.EVAL_SPEEDUP * 100))  # 80 images
-    assert main(["--bench", str(H200), "--paper", dirs["pid"], "scale=tiny", "data=folder", "data.path=x"]) == 2
+    assert main(["forecast", "--bench", str(H200), "--paper", dirs["pid"], "scale=tiny", "data=folder", "data.path=x"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "data.path" in err

@@ -20,6 +20,7 @@ FORBIDDEN = {  # importer package -> packages it must never import, directly or 
     "repro.plan": ("repro.train", "repro.run", "repro.report", "repro.cli"),
     "repro.train": ("repro.run", "repro.cli"),  # the scheduler (run/) drives the loop, never the reverse
     "repro.models": ("repro.probes",),  # probes measure models; a model never needs a probe
+    "repro.run": ("repro.report", "repro.cli", "repro.plan.build", "repro.plan.experiments"),  # reads plan.json only
 }
 
 
@@ -80,6 +81,13 @@ def test_stage_never_imports_what_it_must_not(importer):
                 if not (importer == "repro.plan" and any(_within(m, "papers") for m in chain)):
                     bad.append(" -> ".join(chain))
     assert not bad, "\n".join(sorted(bad)[:10])
+
+
+def test_only_the_plan_stage_imports_paper_experiments():
+    graph = _graph()
+    bad = [f"{m} -> {t}" for m, targets in graph.items() if not _within(m, "repro.plan")
+           for t in targets if t.startswith("papers.") and t.endswith(".experiments") and t != m]
+    assert not bad, bad
 
 
 def test_papers_never_import_each_other():

@@ -14,13 +14,12 @@ from papers.oversmoothing import experiments as ex
 from papers.oversmoothing.losses import AntiOversmoothingLoss
 from papers.oversmoothing.probes import count_params, random_init
 from repro.probes.diversity import oversmoothing_metrics
-from repro.run.specs import build_specs
 from repro.functions import lookup
 from repro.runs import check_unique
 from repro.paper import load_paper
 from repro.train.hooks import build_objective
 
-from conftest import REPO
+from conftest import REPO, build_specs
 
 PAPER = load_paper(REPO / "papers" / "oversmoothing" / "paper.yaml")
 

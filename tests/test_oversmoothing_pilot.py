@@ -21,10 +21,9 @@ from repro.data.tensor_loader import spread
 from repro.models.attention import TalkingHeadsAttention
 from repro.probes.diversity import oversmoothing_metrics
 from repro.records import SCHEMA, write_record
-from repro.run.specs import build_specs
 from repro.train.model import create_model
 
-from conftest import REPO
+from conftest import REPO, build_specs
 
 PILOT = "/data/pilot-split"
 

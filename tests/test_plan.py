@@ -114,3 +114,26 @@ def test_reproduce_writes_the_scales_whole_plan_before_its_runs(dirs):
     assert planned_only([rec], {"tiny": doc}) == ([rec], [])
     kept, out = planned_only([rec], {"tiny": planned(dirs["pid"], "tiny")})  # the default config's plan
     assert kept == [] and record.stem in str(out[0]) and "not a run of" in str(out[0])
+
+
+COUNTED = """
+import os, traceback
+with open(os.environ["EXPERIMENTS_RUN_LOG"], "a") as log:  # who imported this module, each time it runs
+    log.write(" ".join(frame.filename for frame in traceback.extract_stack()) + "\\n")
+"""
+
+
+def test_only_the_plan_stage_imports_experiments_once_per_command(dirs, monkeypatch):
+    """A reproduce command with two processes of groups imports the paper's experiments.py once, from the plan
+    stage: its children and the run stage read plan.json."""
+    from conftest import EXPERIMENTS, PROBES, fast_args, write_paper
+
+    log = dirs["cache"] / "experiments.log"
+    monkeypatch.setenv("EXPERIMENTS_RUN_LOG", str(log))
+    write_paper(dirs["papers"], dirs["pid"], COUNTED + EXPERIMENTS, PROBES)
+    assert cli.main(["reproduce", *fast_args(dirs["pid"], "jobs=2", "report=false")]) == 0
+    assert len(list((dirs["results"] / dirs["pid"] / "tiny" / "records").glob("*.json"))) == 3
+    (importer,) = log.read_text().splitlines()  # once, in the command's own process
+    stack = importer.split()
+    below_cli = stack[max(i for i, f in enumerate(stack) if f.endswith("/repro/cli.py")) + 1:]
+    assert {f.split("/repro/")[1].split("/")[0] for f in below_cli if "/repro/" in f} == {"plan"}

@@ -7,10 +7,9 @@ from omegaconf import OmegaConf
 
 from repro import functions, runs
 from repro.plan import experiments
-from repro.run.specs import build_specs
 from repro.runs import ConfigError, RunSpec
 
-from conftest import REPO
+from conftest import REPO, build_specs
 
 CELL = {"row": "f10", "columns": {"deit_top1": "top1"}}
 

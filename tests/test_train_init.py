@@ -8,11 +8,10 @@ from omegaconf import OmegaConf
 
 from repro import records
 from repro.cli import main
-from repro.run.specs import build_specs
-from repro.runs import ConfigError, RunSpec, resolve, run_dir, shard, source_spec, with_sources
+from repro.runs import ConfigError, RunSpec, resolve, run_dir, source_spec, with_sources
 from repro.train.init_from import InitError, source_weights
 
-from conftest import REPO, fast_args, write_paper
+from conftest import REPO, build_specs, fast_args, write_paper
 
 EXPERIMENTS = '''
 from repro.runs import RunSpec
@@ -98,10 +97,8 @@ def test_with_sources_puts_missing_sources_first_and_shards_keep_chains(two_phas
     only_second = build_specs({**c, "tables": ["t2"]})  # the sources come along, each before its user
     assert [s.run_id for s in only_second] == [s.run_id for s in specs]
     assert with_sources(list(reversed(specs[2:]))) == specs[2:]
-    parts = [shard(specs, i, 2) for i in range(2)]
+    parts = [build_specs({**c, "num_shards": 2, "shard": i}) for i in range(2)]
     assert [[s.seed for s in p] for p in parts] == [[0, 0], [1, 1]]  # never a dependent without its source
-    assert shard([RunSpec(pid, "t", {"row": str(i), "columns": {}}, "tiny") for i in range(5)], 1, 2) \
-        == [RunSpec(pid, "t", {"row": str(i), "columns": {}}, "tiny") for i in (1, 3)]
 
 
 def test_a_pointer_at_a_second_phase_copies_its_record_without_retraining(dirs, capsys):

@@ -20,11 +20,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import OmegaConf
-
-from repro.plan.build import compose, dotted
+from repro.plan.build import compose, for_command
 from repro.records import read_record, record_path, results_root
-from repro.run.specs import build_specs
+from repro.run.specs import select
 from repro.runs import RunSpec
 
 PAPER, SCALE = "oversmoothing", "cpu"
@@ -73,7 +71,7 @@ def specs(candidate: Candidate, pilot: Path, extra=()) -> dict[str, RunSpec]:
     """{'init': the probe run, 'trained': the training run} of the candidate's command, resolved as it resolves them."""
     args = command(candidate, pilot, extra)[2:]
     c = compose(PAPER, SCALE, args)
-    runs = build_specs(c, dotted(OmegaConf.create(c), args))
+    runs = select(c, for_command(c, args))
     return {"init" if s.kind == "probe" else "trained": s for s in runs}
 
 

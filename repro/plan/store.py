@@ -65,3 +65,13 @@ def read_plan(paper: str, scale: str, root: Path | None = None, verify: bool = T
         raise ConfigError(f"{path}: its content does not match its digest (edited since python -m repro.plan "
                           f"wrote it); {rebuild}")
     return plan
+
+
+def plan_at(path: Path) -> dict:
+    """The plan at ``path`` (``<results>/<paper>/<scale>/plan.json``, as plan_path names it), checked as read_plan
+    checks it: what the run stage reads."""
+    path = Path(path)
+    plan = read_plan(path.parent.parent.name, path.parent.name, path.parents[2])
+    if plan is None:
+        raise ConfigError(f"{path}: no such plan; python -m repro reproduce writes it before its runs")
+    return plan

@@ -1,7 +1,7 @@
 """A campaign under a deadline (a SLURM time limit, a spot instance, a 30-minute GPU slot).
 
-    python -m repro.run.deadline 25m reproduce paper=convit scale=small [runtime.fused=true ...]
-    python -m repro.run.deadline 17:20 reproduce paper=convit ...      # a UTC clock time (today, or tomorrow)
+    python -m repro deadline 25m reproduce paper=convit scale=small [runtime.fused=true ...]
+    python -m repro deadline 17:20 reproduce paper=convit ...      # a UTC clock time (today, or tomorrow)
 
 Before it starts, it predicts the campaign's wall time on this device from a measured throughput table
 (a few timed training steps of each distinct model and batch, kept in <cache>/deadline/<device>.json and
@@ -21,24 +21,21 @@ import json
 import re
 import sys
 import threading
-from pathlib import Path
+from typing import Callable
 
 import torch
-from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
-
-from .. import cli, records
+from .. import records
 from ..errors import ConfigError, one_line
 from ..train import machine
 from ..data import fraction_indices, open_split
 from ..probes.speed import throughput
-from ..runs import RunSpec, cache_root, pointer_source, run_dir, source_spec
+from ..runs import RunSpec, cache_root, run_dir
 from ..train import preempt
 from ..train.execute import DONE, record_status
 from ..train.model import create_model, register_models
 from ..train.recipe import run_epochs
 from .sequential import BAD_INPUT
-from .specs import build_specs, run_overrides
+from .specs import select
 
 EVAL_SPEEDUP = 3.0  # an evaluated image costs about a third of a trained one (forward only)
 
@@ -63,16 +60,6 @@ def seconds_left(text: str, now: dt.datetime | None = None) -> float:
     if at <= now:
         at += dt.timedelta(days=1)
     return (at - now).total_seconds()
-
-
-def campaign(args: list[str]) -> tuple[dict, list[RunSpec]]:
-    """The composed config and the runs of ``reproduce <args>``, as the command itself resolves them."""
-    overrides = [a for a in cli._prepare(args) if "=" in a and not a.startswith("-")]
-    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[1] / "conf"), version_base=None):
-        cfg = compose(config_name="config", overrides=overrides)
-    c = OmegaConf.to_container(cfg, resolve=True)
-    register_models(c.get("paper"), c["runtime"].get("imports"))
-    return c, build_specs(c, run_overrides(cfg, overrides))
 
 
 def _device() -> torch.device:
@@ -171,21 +158,22 @@ def predict(c: dict, specs: list[RunSpec]) -> dict:
             "alone": len(todo) - sum(fused), "speedup": speedup, "device": device_label(), "units": parts}
 
 
-def held_back(c: dict, specs: list[RunSpec], budget: float, p: dict | None = None) -> set[str]:
+def held_back(c: dict, doc: dict, budget: float, p: dict | None = None) -> set[str]:
     """The runs not to start when a stopped run cannot resume elsewhere (a lent machine whose checkpoints do
     not outlive it). In the command's order each unit (a run alone, or a fused group) goes to the first of the
     ``jobs`` workers to be free and is held back unless it ends within ``budget`` seconds; a run that starts
-    from or reads a held-back run is held back with it (``p``: the campaign's ``predict``, if made). Run ids."""
-    free, held = [0.0] * max(1, int(c.get("jobs") or 1)), set()
+    from or reads a held-back run (the plan's ``depends_on``) is held back with it (``p``: the campaign's
+    ``predict``, if made). Run ids."""
+    free, held, specs = [0.0] * max(1, int(c.get("jobs") or 1)), set(), select(c, doc)
     for unit, secs in (p or predict(c, specs))["units"]:
         i = min(range(len(free)), key=free.__getitem__)
         if free[i] + secs <= budget:
             free[i] += secs
         else:
             held |= {u.run_id for u in unit}
+    deps = {r["run_id"]: {r["depends_on"].get("init"), r["depends_on"].get("source")} for r in doc["runs"]}
     for s in specs:  # sources come before their dependents
-        source = source_spec(s) or (pointer_source(s.config) if s.kind == "probe" else None)
-        if source is not None and source.run_id in held:
+        if deps[s.run_id] & held:
             held.add(s.run_id)
     return held
 
@@ -213,19 +201,22 @@ def _watch(seconds: float, done: threading.Event, fired: threading.Event) -> thr
     return thread
 
 
-def run(deadline: str, args: list[str], margin: float = 60.0, hold_back: bool = False) -> int:
-    """Predict, run ``reproduce <args>`` until ``margin`` seconds before the deadline, summarise; the exit code."""
+def run(deadline: str, c: dict, doc: dict, args: list[str], command: Callable[[list[str]], int],
+        margin: float = 60.0, hold_back: bool = False) -> int:
+    """Predict, run ``command(args)`` (``reproduce <args>``, whose config is ``c`` and plan ``doc``) until
+    ``margin`` seconds before the deadline, summarise; the exit code."""
     left = seconds_left(deadline)
     if not 0 <= margin < MAX_DAYS * 86400:  # nan too
         raise ConfigError(f"--margin {margin}: give seconds >= 0")
-    c, specs = campaign(args)
+    register_models(c.get("paper"), c["runtime"].get("imports"))
+    specs = select(c, doc)
     p = predict(c, specs)
     print(plan_line(p, left), flush=True)
     if left <= margin:
         print(f"deadline: {_minutes(left)} left, within the {margin:.0f} s margin: nothing started", flush=True)
         return 0
     if hold_back:
-        held = held_back(c, specs, left - margin, p)
+        held = held_back(c, doc, left - margin, p)
         kept = [s.run_id for s in specs if s.run_id not in held]
         print(f"deadline: {len(held)} run(s) held back, not predicted to finish in time (--hold-back: a stopped "
               f"run could not resume elsewhere); {len(kept)} of {len(specs)} go ahead", flush=True)
@@ -236,7 +227,7 @@ def run(deadline: str, args: list[str], margin: float = 60.0, hold_back: bool = 
     done, fired = threading.Event(), threading.Event()
     _watch(left - margin, done, fired)
     try:
-        code = cli.main(["reproduce", *args])
+        code = command(args)
     finally:
         done.set()
     if not fired.is_set() or code != preempt.EXIT_CODE:
@@ -249,10 +240,12 @@ def run(deadline: str, args: list[str], margin: float = 60.0, hold_back: bool = 
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def main(argv: list[str], campaign: Callable[[list[str]], tuple[dict, dict]],
+         command: Callable[[list[str]], int]) -> int:
+    """``python -m repro deadline ...`` (repro/cli.py): ``campaign(args)`` plans ``reproduce <args>`` (its config
+    and plan, built, not written) and ``command(args)`` runs it."""
     at = argv.index("reproduce") if "reproduce" in argv else len(argv)  # ours before it, the command's after
-    ap = argparse.ArgumentParser(prog="python -m repro.run.deadline", description=__doc__.splitlines()[0],
+    ap = argparse.ArgumentParser(prog="python -m repro deadline", description=__doc__.splitlines()[0],
                                  usage="%(prog)s DEADLINE [--margin S] reproduce key=value ...")
     ap.add_argument("deadline", help="a duration from now (25m, 1h30m, 90s) or a UTC time (17:20)")
     ap.add_argument("--margin", type=float, default=60.0, help="seconds before the deadline to stop (default 60)")
@@ -261,15 +254,13 @@ def main(argv: list[str] | None = None) -> int:
                          "do not outlive it)")
     ns = ap.parse_args(argv[:at])
     if at == len(argv):
-        print("error: give the command to run: python -m repro.run.deadline 25m reproduce paper=<id> ...",
+        print("error: give the command to run: python -m repro deadline 25m reproduce paper=<id> ...",
               file=sys.stderr)
         return 2
     try:
-        return run(ns.deadline, argv[at + 1:], ns.margin, ns.hold_back)
+        seconds_left(ns.deadline)
+        c, doc = campaign(argv[at + 1:])
+        return run(ns.deadline, c, doc, argv[at + 1:], command, ns.margin, ns.hold_back)
     except BAD_INPUT as e:
         print(f"error: {one_line(e)}", file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
 """A campaign's device time predicted from a committed benchmark, before any device is lent.
 
-    python -m repro.run.forecast [--bench results/bench/NVIDIA_H200-data_path.json] [--paper convit ...] \
+    python -m repro forecast [--bench results/bench/NVIDIA_H200-data_path.json] [--paper convit ...] \
         scale=small [runtime.fused=true data.pipeline=fastpath ...]
 
 deadline.py measures its throughput table on the device it runs on; a session without that device (no GPU
@@ -23,19 +23,20 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
+from typing import Callable
 
 import torch
 from tabulate import tabulate
 
 from .. import records
 from ..errors import ConfigError, one_line
-from ..plan.experiments import known_papers, paper_scales
 from ..models.cost import count_macs
 from ..runs import RunSpec
 from ..train.execute import DONE, record_status
-from ..train.model import create_model
+from ..train.model import create_model, register_models
+from .deadline import _arch_key, run_seconds, units, work
 from .sequential import BAD_INPUT
-from .deadline import _arch_key, campaign, run_seconds, units, work
+from .specs import select
 
 # images per class (train, test) of the datasets whose size is known without opening them
 SIZES = {"cifar10": (5000, 1000), "cifar10_jpeg": (5000, 1000), "cifar100": (500, 100), "synthetic": (50, 10)}
@@ -104,9 +105,11 @@ def cost(config: dict) -> tuple[float, int]:
     return 2 * count_macs(model, int(config["data"]["img_size"])) / 1e9, len(list(model.parameters()))
 
 
-def forecast(args: list[str], ref: Reference) -> dict:
-    """The training runs of ``reproduce <args>`` not yet recorded, their groups and predicted seconds."""
-    c, specs = campaign(args)
+def forecast(c: dict, doc: dict, ref: Reference) -> dict:
+    """The training runs of a command (its config ``c``, its plan ``doc``) not yet recorded, their groups and
+    predicted seconds."""
+    register_models(c.get("paper"), c["runtime"].get("imports"))
+    specs = select(c, doc)
     todo = [s for s in specs if s.kind == "train" and record_status(s) not in DONE]
     rates: dict[str, float] = {}
 
@@ -121,8 +124,11 @@ def forecast(args: list[str], ref: Reference) -> dict:
             "seconds": sum(t for _, t in parts), "rates": sorted(rates.values())}
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m repro.run.forecast", description=__doc__.splitlines()[0])
+def main(argv: list[str], campaign: Callable[[list[str]], tuple[dict, dict]],
+         papers_at: Callable[[str], list[str]]) -> int:
+    """``python -m repro forecast ...`` (repro/cli.py): ``campaign(args)`` plans ``reproduce <args>`` (config and
+    plan, built, not written); ``papers_at(scale)``: the papers with runs at a scale."""
+    ap = argparse.ArgumentParser(prog="python -m repro forecast", description=__doc__.splitlines()[0])
     ap.add_argument("--bench", type=Path, default=None,
                     help=f"a <device>-data_path.json (default: <results>/{DEFAULT_BENCH})")
     ap.add_argument("--paper", action="append", help="a paper id (repeatable; default: every paper at the scale)")
@@ -135,8 +141,8 @@ def main(argv: list[str] | None = None) -> int:
         ref = Reference.load(bench)
         scale = next((o.split("=", 1)[1] for o in ns.overrides if o.startswith("scale=")), "tiny")
         rows = []
-        for paper in ns.paper or [p for p in known_papers() if scale in paper_scales(p)]:
-            f = forecast([f"paper={paper}", *ns.overrides], ref)
+        for paper in ns.paper or papers_at(scale):
+            f = forecast(*campaign([f"paper={paper}", *ns.overrides]), ref)
             rows.append([paper, f["runs"], f["groups"], f["models"],
                          " - ".join(f"{r:,.0f}" for r in (f["rates"][:1] + f["rates"][-1:])) or "-",
                          f"{f['seconds'] / 60:.1f}"])
@@ -149,7 +155,3 @@ def main(argv: list[str] | None = None) -> int:
     print(f"total: {sum(float(r[-1]) for r in rows):.1f} min for {sum(r[1] for r in rows)} runs "
           f"({' '.join(ns.overrides)})")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

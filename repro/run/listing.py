@@ -1,16 +1,15 @@
-"""``list``: the papers, their tables and runs at a scale, and each run's status (or its resolved config)."""
+"""``list``: the papers, their tables and runs at a scale, and each run's status (or its resolved config), read
+from the plans the plan stage built for the command."""
 from __future__ import annotations
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 from tabulate import tabulate
 
 from .. import records
-from ..checks import check_command
 from ..errors import one_line
-from ..plan.experiments import known_papers
 from ..runs import RunSpec
 from ..train.execute import record_status
-from .specs import build_specs, run_overrides
+from .specs import select
 
 
 def _status(s: RunSpec) -> str:
@@ -20,13 +19,16 @@ def _status(s: RunSpec) -> str:
         return "corrupt record"
 
 
-def _papers(c: dict) -> int:
-    """One row per paper: its tables, runs and their statuses at the scale."""
+def list_papers(c: dict, plans: dict[str, dict | Exception]) -> int:
+    """One row per paper: its tables, runs and their statuses at the scale (``plans``: paper -> its plan, or
+    why it has none: one broken experiments.py does not hide the others)."""
     rows = []
-    for paper in known_papers():
+    for paper, doc in plans.items():
         try:
-            specs = build_specs({**c, "paper": paper})
-        except Exception as e:  # one broken experiments.py should not hide the others
+            if isinstance(doc, Exception):
+                raise doc
+            specs = select({**c, "paper": paper}, doc)
+        except Exception as e:  # noqa: BLE001 - named in its row
             rows.append([paper, "", "", f"error: {one_line(e)}"])
             continue
         counts = {}
@@ -39,13 +41,9 @@ def _papers(c: dict) -> int:
     return 0
 
 
-def list_runs(cfg: DictConfig) -> int:
-    """Papers, their tables and runs at a scale, and each run's status."""
-    c = OmegaConf.to_container(cfg, resolve=True)
-    check_command(c)
-    if not c.get("paper"):
-        return _papers(c)
-    specs = build_specs(c, run_overrides(cfg))
+def list_runs(c: dict, doc: dict) -> int:
+    """The runs of the plan ``doc`` the command means and each run's status (or its resolved config)."""
+    specs = select(c, doc)
     if c.get("resolved"):
         for s in specs:  # what each run will use: the base, the paper's protocol and the command line merged
             print(f"# {s.run_id}  ({s.kind}, table {s.table}, row {s.cell['row']}, seed {s.seed}, {_status(s)})")

@@ -1,54 +1,58 @@
-"""``jobs=N``: N processes at a time, each running one group of runs (a run that starts from scratch with
-the runs that start from it or read it, ``repro.runs.run_groups``) as a shard of the same command; a
-process that ends hands its core to the next group. A fixed split into N shards left a core idle for up to
-a run's length at the end. Groups whose runs all have a record are not started."""
+"""``jobs=N``: N processes at a time, each running one group of the plan's runs (a run that starts from scratch
+with the runs that start from it or read it: the plan's ``group``); a process that ends hands its core to the
+next group. A fixed split into N shards left a core idle for up to a run's length at the end. Groups whose runs
+all have a record are not started. Each process (``python -m repro.run.child``) reads the command's config and
+plan.json: no Hydra composition, no resolution."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
 
-from hydra.core.hydra_config import HydraConfig
-
-from ..runs import RunSpec, run_groups
+from ..runs import RunSpec, cache_root
 from ..train import preempt
 from ..train.execute import DONE
 from .progress import duration, stopped_runs
 
-# what each group's process is told anew (the rest of the command line is passed on as typed)
-OWN_KEYS = ("command", "jobs", "shard", "num_shards", "report", "runtime.threads", "runtime.progress")
 
-
-def parallel(c: dict, specs: list[RunSpec], status: dict) -> list[int | None]:
+def parallel(c: dict, plan: Path, doc: dict, specs: list[RunSpec], status: dict) -> list[int | None]:
     """Run the groups with runs to do, ``c['jobs']`` processes at a time; their exit codes (None: not started)."""
     jobs = int(c["jobs"])
     threads = c["runtime"].get("threads") or max(1, (os.cpu_count() or 1) // jobs)
-    task = [o for o in HydraConfig.get().overrides.task if o.split("=")[0].lstrip("+~") not in OWN_KEYS]
-    group = run_groups(specs)
-    count = max(group.values(), default=-1) + 1
+    planned = {r["run_id"]: r["group"] for r in doc["runs"]}
+    groups = list(dict.fromkeys(planned[s.run_id] for s in specs))  # this command's, numbered 0.. in its order
+    group = {s.run_id: groups.index(planned[s.run_id]) for s in specs}
     todo = sorted({group[s.run_id] for s in specs if c.get("force") or status[s.run_id] not in DONE})
-    print(f"{c['paper']} at scale {c['scale']}: {len(todo)} of {count} group(s) of runs to do, {jobs} at a "
+    print(f"{c['paper']} at scale {c['scale']}: {len(todo)} of {len(groups)} group(s) of runs to do, {jobs} at a "
           f"time, {threads} thread(s) each", flush=True)
     start = time.time()
+    child = {**c, "jobs": 1, "num_shards": len(groups), "runtime": {**c["runtime"], "threads": threads,
+                                                                    "progress": False}}
+    cache_root().mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", dir=cache_root(), prefix="jobs-") as config:
+        json.dump(child, config)
+        config.flush()
 
-    def one(index: int) -> int | None:
-        if preempt.requested():  # SIGTERM or Ctrl-C: start no more groups
-            return None
-        cmd = [sys.executable, "-m", "repro", "reproduce", *task, f"shard={index}", f"num_shards={count}", "jobs=1",
-               "report=false", f"runtime.threads={threads}", "runtime.progress=false"]
-        return preempt.wait(subprocess.Popen(cmd, env={**os.environ, preempt.SUMMARIZED: "1"}))
+        def one(index: int) -> int | None:
+            if preempt.requested():  # SIGTERM or Ctrl-C: start no more groups
+                return None
+            cmd = [sys.executable, "-m", "repro.run.child", config.name, str(plan), str(groups[index]), str(index)]
+            return preempt.wait(subprocess.Popen(cmd, env={**os.environ, preempt.SUMMARIZED: "1"}))
 
-    codes: list[int | None] = []
-    with ThreadPoolExecutor(jobs) as pool:
-        for done in as_completed([pool.submit(one, g) for g in todo]):
-            codes.append(done.result())
-            ended = [code for code in codes if code is not None and not preempt.stopped(code)]
-            if codes[-1] is not None and not preempt.stopped(codes[-1]):  # a stopped group is told in the summary
-                spent, left = time.time() - start, len(todo) - len(ended)
-                print(f"{len(ended)}/{len(todo)} group(s) done in {duration(spent)}"
-                      f"{f', ETA {duration(spent / len(ended) * left)}' if left else ''}", flush=True)
+        codes: list[int | None] = []
+        with ThreadPoolExecutor(jobs) as pool:
+            for done in as_completed([pool.submit(one, g) for g in todo]):
+                codes.append(done.result())
+                ended = [code for code in codes if code is not None and not preempt.stopped(code)]
+                if codes[-1] is not None and not preempt.stopped(codes[-1]):  # a stopped group: in the summary
+                    spent, left = time.time() - start, len(todo) - len(ended)
+                    print(f"{len(ended)}/{len(todo)} group(s) done in {duration(spent)}"
+                          f"{f', ETA {duration(spent / len(ended) * left)}' if left else ''}", flush=True)
     if preempt.requested():
         raise preempt.Preempted(stopped_runs([s for s in specs if group[s.run_id] in todo]))
     print(f"{c['paper']} at scale {c['scale']}: {jobs} jobs x {threads} thread(s) finished in "

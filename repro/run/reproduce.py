@@ -1,68 +1,57 @@
-"""``reproduce``: check everything before anything is written, write the plan, then run the command's runs
-one of three ways (``jobs=N`` processes over groups of runs, torchrun ranks, or this process in order; a
-Hydra multirun calls it once per job) and rebuild the paper's report from all its records."""
+"""``reproduce``'s run stage: ``check`` the command's runs on its plan before anything is written, then run them
+from plan.json as the plan stage wrote it, one of three ways (``jobs=N`` processes over the plan's groups,
+torchrun ranks, or this process in order; a Hydra multirun calls it once per job)."""
 from __future__ import annotations
 
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from pathlib import Path
 
 from .. import records
-from ..checks import check_command, check_writable
-from ..errors import ConfigError
-from ..plan.build import plan, shaping
-from ..plan.store import write_plan
+from ..checks import check_writable
+from ..plan.store import plan_at
 from ..train import ddp
 from ..train.execute import DONE, record_status
 from ..train.model import register_models
 from . import multirun
-from .dry_run import dry_run
+from .outcome import RunsFailed
 from .parallel import parallel
 from .progress import failures_line, prefixed
 from .runtime import nproc, runtime
 from .sequential import run_specs
-from .specs import build_specs, check_records, command_overrides, run_overrides, to_train, validate
+from .specs import check_records, select, to_train, validate
 
 
-class RunsFailed(Exception):
-    """Some runs crashed (each recorded as failed, the others ran): exit code 1, one line naming them."""
-
-
-def reproduce(cfg: DictConfig) -> int:
-    """The ``reproduce`` command on the composed config; its exit code."""
-    multirun.join_slurm_tasks()
-    c = OmegaConf.to_container(cfg, resolve=True)
-    check_command(c)
+def check(c: dict, doc: dict) -> list[str]:
+    """Everything checkable before anything is written, the plan included; the datasets' lines to print."""
     register_models(c.get("paper"), c["runtime"].get("imports"))
-    overrides = run_overrides(cfg)
-    specs = build_specs(c, overrides)
-    if c.get("dry_run"):
-        return dry_run(specs, c)
+    specs = select(c, doc)
     for folder in dict.fromkeys(records.record_dir(s.paper, s.scale) for s in specs) or [records.results_root()]:
         check_writable(folder)  # records/ or <scale>/ being a file: one line now, not a run that trains, then fails
     check_records(c["paper"], bool(c.get("allow_invalid")))
     status = {s.run_id: record_status(s) for s in specs}  # a corrupt record stops us here
     seen: dict = {}
-    counts = [validate(s, seen) for s in to_train(specs, status, bool(c.get("force")))]  # a rebuild needs no data
-    if int(c["num_shards"]) == 1 and not ddp.in_torchrun():  # once, by the command typed (not its shards, ranks)
-        write_plan(plan(c, overrides, shaping(command_overrides())))  # its input checked, before any run
-        for line in dict.fromkeys(n for n in counts if n):
-            print(line, flush=True)
+    lines = [validate(s, seen) for s in to_train(specs, status, bool(c.get("force")))]  # a rebuild needs no data
+    return list(dict.fromkeys(n for n in lines if n))
+
+
+def reproduce(c: dict, plan: Path, task: list[str]) -> int:
+    """The command's runs of ``plan``; its exit code (``task``: the command line, for torchrun's ranks)."""
+    multirun.join_slurm_tasks()
+    register_models(c.get("paper"), c["runtime"].get("imports"))
+    doc = plan_at(plan)
+    specs = select(c, doc)
+    status = {s.run_id: record_status(s) for s in specs}
     if int(c.get("jobs") or 1) > 1 and int(c.get("num_shards") or 1) == 1:
-        codes = parallel(c, specs, status)
-        if 2 in codes:
-            return 2
-        if c.get("report", True):
-            build_report(c["paper"])
-        return max(codes, default=0)
+        codes = parallel(c, plan, doc, specs, status)
+        return 2 if 2 in codes else max(codes, default=0)
     processes = nproc(c)
-    if processes > 1 and not ddp.in_torchrun():  # torchrun starts this command again, once per rank
-        task = [o for o in HydraConfig.get().overrides.task if not o.startswith("command=")]
-        return ddp.relaunch(processes, ["reproduce", *task])
-    return _in_this_process(c, specs, status)
+    if processes > 1 and not ddp.in_torchrun():  # torchrun starts this command again, once per rank, on this plan
+        own = ("command", "plan")
+        return ddp.relaunch(processes, ["reproduce", *[o for o in task if o.split("=")[0] not in own], f"plan={plan}"])
+    return in_this_process(c, specs, status)
 
 
-def _in_this_process(c: dict, specs: list, status: dict) -> int:
-    """The runs in order here (every torchrun rank the same), then the report (rank 0)."""
+def in_this_process(c: dict, specs: list, status: dict) -> int:
+    """The runs in order here (every torchrun rank the same)."""
     d = ddp.setup(c["runtime"]["device"])
     status = ddp.from_main(status, d)  # every rank skips and runs the same runs
     rt = runtime(c, d)
@@ -76,32 +65,7 @@ def _in_this_process(c: dict, specs: list, status: dict) -> int:
         say(f"  runs with a record (e.g. the committed results) are skipped; to measure them again use force=true "
             f"(FORCE=1 with make), or a fresh folder: REPRO_RESULTS_DIR=<dir> (now {records.results_root()})")
     failures = run_specs(specs, status, bool(c.get("force")), rt, d, say)
-    if d.is_main and c.get("report", True):
-        build_report(c["paper"])
     ddp.teardown()
     if failures:
         raise RunsFailed(failures_line(failures))
     return 0
-
-
-def build_report(paper: str) -> None:
-    """Rebuild the paper's report and the index from all its records (the report never trains).
-
-    A report that cannot be built (paper.yaml unreadable, disk full) is bad input: ConfigError, exit 2;
-    the records already written stay as they are.
-    """
-    from ..report.build import UnknownPaper, build_all
-
-    try:
-        written, errors = build_all(results_dir=records.results_root(), only=[paper])
-    except UnknownPaper:
-        print(f"note: papers/{paper}/paper.yaml does not exist; records are written, no report built")
-        return
-    except OSError as e:
-        raise ConfigError(f"report of {paper} not written: {e.strerror or e} ({e.filename or 'results'}); "
-                          f"the records are kept: free space or fix permissions, then run make report "
-                          f"PAPER={paper}") from None
-    if errors:
-        raise ConfigError(f"report of {paper} not built: {errors[paper]}; the records are kept: fix it, then "
-                          f"run make report PAPER={paper}")
-    print(f"report: {records.results_root() / paper / 'report.html'}")

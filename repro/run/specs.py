@@ -1,61 +1,76 @@
-"""The runs one command means: the plan's runs of the tables asked for (with every run they depend on),
-this shard's share, and the checks that make bad input fail before anything is written."""
+"""The runs one command means, read from its plan: the tables asked for (with every run they depend on), this
+shard's share, and the checks that make bad input fail before anything is written."""
 from __future__ import annotations
 
 import sys
-
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
 
 from .. import records
 from ..checks import check_data, check_finite, check_paths, check_recipe, class_counts
 from ..data import check_fraction, check_train_data
 from ..errors import ConfigError, one_line
 from ..functions import lookup
-from ..plan.build import dotted, resolved_runs
-from ..runs import RUN_KEYS, RunSpec, shard, source_spec, with_sources
+from ..runs import RUN_KEYS, RunSpec, source_spec
 from ..train.execute import DONE
 from ..train.hooks import probe_list
 from ..train.model import check_model
 
 
-def run_overrides(cfg: DictConfig, task: list[str] | None = None) -> dict:
-    """Command-line ``key=value`` overrides of run keys (model., data., recipe., ...), as a nested dict;
-    ``task``: the overrides, when ``cfg`` was composed outside the Hydra app (repro/run/deadline.py)."""
-    return dotted(cfg, command_overrides() if task is None else task)
+def planned_specs(doc: dict) -> list[RunSpec]:
+    """The plan's runs as RunSpecs, in its order; a run whose id does not recompute from its stored config
+    (a plan of other code) is bad input."""
+    out = []
+    for r in doc["runs"]:
+        s = RunSpec(doc["paper"], r["table"], r["cell"], doc["scale"], seed=r["seed"], kind=r["kind"],
+                    config=r["config"], name=r["name"])
+        if s.run_id != r["run_id"]:
+            raise ConfigError(f"{doc['paper']}/{doc['scale']} plan.json: run {r['run_id']} recomputes as {s.run_id}; "
+                              f"rebuild it with python -m repro.plan --paper {doc['paper']} --scale {doc['scale']}")
+        out.append(s)
+    return out
 
 
-def command_overrides() -> list[str]:
-    """The overrides typed on the command line ([] outside the Hydra app: tests calling build_specs)."""
-    try:
-        return list(HydraConfig.get().overrides.task)
-    except ValueError:
-        return []
-
-
-def build_specs(c: dict, overrides: dict | None = None) -> list[RunSpec]:
-    """Resolved RunSpecs of ``c['paper']`` at ``c['scale']`` (repro.plan): tables filter and shard applied."""
+def select(c: dict, doc: dict, group: int | None = None) -> list[RunSpec]:
+    """The plan's runs one command means: its tables (``tables=``) and runs (``runs=``, ids or prefixes), with
+    every run they start from or read (the plan's ``depends_on``), then this shard's groups or ``group`` alone."""
+    wanted = doc["runs"]
     tables = c.get("tables")
-    if isinstance(tables, str):
-        tables = [t for t in tables.split(",") if t]
-    specs = only(resolved_runs(c, overrides, tables), c.get("runs"))
+    if tables:
+        tables = [t for t in tables.split(",") if t] if isinstance(tables, str) else list(tables)
+        known = sorted({r["table"] for r in wanted})
+        if unknown := [t for t in tables if t not in known]:
+            raise ConfigError(f"unknown table(s) {', '.join(unknown)} for {doc['paper']} at scale {c['scale']}; "
+                              f"tables with runs: {', '.join(known) or 'none'}")
+        wanted = [r for r in wanted if r["table"] in tables]
+    if ids := c.get("runs"):
+        ids = [str(i) for i in (ids.split(",") if isinstance(ids, str) else ids) if i]
+        if unknown := [i for i in ids if not any(r["run_id"].startswith(i) for r in wanted)]:
+            raise ConfigError(f"runs={unknown[0]!r} names no run of these tables; see python -m repro list "
+                              f"paper=<id> scale=<scale>")
+        wanted = [r for r in wanted if r["run_id"].startswith(tuple(ids))]
     shards, index = int(c.get("num_shards") or 1), int(c.get("shard") or 0)
     if not 0 <= index < shards:
         raise ConfigError(f"shard={index} with num_shards={shards}: need 0 <= shard < num_shards")
-    return shard(specs, index, shards)
+    mine = (lambda g: g == group) if group is not None else (lambda g: g % shards == index)
+    spec = {s.run_id: s for s in planned_specs(doc)}
+    return [spec[r["run_id"]] for r in with_dependencies(doc, wanted) if mine(r["group"])]
 
 
-def only(specs: list[RunSpec], ids) -> list[RunSpec]:
-    """The runs ``ids`` names (run ids or prefixes of them), with every run they start from or read; all of
-    ``specs`` when ``ids`` is empty. An id that names no run is bad input."""
-    if not ids:
-        return specs
-    ids = [i for i in (ids.split(",") if isinstance(ids, str) else ids) if i]
-    unknown = [i for i in ids if not any(s.run_id.startswith(str(i)) for s in specs)]
-    if unknown:
-        raise ConfigError(f"runs={unknown[0]!r} names no run of these tables; see python -m repro list "
-                          f"paper=<id> scale=<scale>")
-    return with_sources([s for s in specs if s.run_id.startswith(tuple(map(str, ids)))])
+def with_dependencies(doc: dict, runs: list[dict]) -> list[dict]:
+    """``runs`` and every run one of them starts from or reads (``depends_on``: init, source), each before its
+    first dependent: a command that asks for a table of probes trains their sources itself, in order."""
+    by_id, out, seen = {r["run_id"]: r for r in doc["runs"]}, [], set()
+
+    def add(r: dict) -> None:
+        for key in ("init", "source"):
+            if key in r["depends_on"]:
+                add(by_id[r["depends_on"][key]])
+        if r["run_id"] not in seen:
+            seen.add(r["run_id"])
+            out.append(r)
+
+    for r in runs:
+        add(r)
+    return out
 
 
 def validate(spec: RunSpec, seen_data: dict | None = None) -> str | None:
