@@ -77,6 +77,7 @@ def test_a_folder_dataset_is_counted_from_its_files_and_a_missing_one_is_one_lin
     args = fast_args(dirs["pid"], "tables=[table2]", "recipe.epochs=2", "data=folder", "data.path=pilot")
     f = _forecast([a for a in args if not a.startswith("data.max_per_class")], _ref())
     assert f["seconds"] == pytest.approx((160 + 160) / 100 + 40 * 2 / (deadline.EVAL_SPEEDUP * 100))  # 80 images
-    assert main(["forecast", "--bench", str(H200), "--paper", dirs["pid"], "scale=tiny", "data=folder", "data.path=x"]) == 2
+    assert main(["forecast", "--bench", str(H200), "--paper", dirs["pid"], "scale=tiny", "data=folder",
+                 "data.path=x"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "data.path" in err

@@ -9,7 +9,7 @@ from ..checks import check_data, check_finite, check_paths, check_recipe, class_
 from ..data import check_fraction, check_train_data
 from ..errors import ConfigError, one_line
 from ..functions import lookup
-from ..runs import RUN_KEYS, RunSpec, source_spec
+from ..runs import RUN_KEYS, RunSpec
 from ..train.execute import DONE
 from ..train.hooks import probe_list
 from ..train.model import check_model
@@ -87,10 +87,9 @@ def validate(spec: RunSpec, seen_data: dict | None = None) -> str | None:
         check_paths(spec.config.get("data") or {})
         return
     check_model(spec.config)
-    source = source_spec(spec)
-    if source is not None:
-        lookup(spec.config["init"]["fn"])
-        check_model(source.config)
+    if init := spec.config.get("init"):  # its shape checked by the plan stage; the model it starts from too
+        lookup(init["fn"])
+        check_model(init["from"]["config"])
     check_fraction(spec.config["data"].get("fraction", 1.0))
     check_data(spec.config["data"])
     check_recipe(spec.config.get("recipe") or {})
