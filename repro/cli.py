@@ -76,7 +76,7 @@ def _reproduce(c: dict) -> int:
         for line in lines:
             print(line, flush=True)
     try:
-        code = reproduce(c, path, task)
+        code = reproduce(c, path, task, doc["digest"])
     except RunsFailed:
         _report(c)
         raise

@@ -137,3 +137,16 @@ def test_only_the_plan_stage_imports_experiments_once_per_command(dirs, monkeypa
     stack = importer.split()
     below_cli = stack[max(i for i, f in enumerate(stack) if f.endswith("/repro/cli.py")) + 1:]
     assert {f.split("/repro/")[1].split("/")[0] for f in below_cli if "/repro/" in f} == {"plan"}
+
+
+def test_a_plan_another_command_rewrote_is_refused_in_one_line(dirs, capsys, monkeypatch):
+    """Parallel multirun jobs that plan other runs of one scale: a job never runs the other job's plan."""
+    from conftest import fast_args
+    from repro.run import reproduce
+
+    read = reproduce.plan_at
+    monkeypatch.setattr(reproduce, "plan_at", lambda path: {**read(path), "digest": "another"})
+    assert cli.main(["reproduce", *fast_args(dirs["pid"], "report=false")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "rewritten by another command" in err and "\n" not in err
+    assert not list(dirs["results"].rglob("records/*.json"))
