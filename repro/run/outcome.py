@@ -34,19 +34,19 @@ def outcome(command: Callable[[], int | None]) -> tuple[int, str | None]:
             return code, error
     except Exception as e:
         if records.disk_full(e):
-            return 2, said(f"error: {disk_full_line(e)}")
+            return 2, _said(f"error: {_disk_full_line(e)}")
         if not multirun.in_multirun():
             raise
         traceback.print_exc()
         code, error = 1, f"crashed: {type(e).__name__}: {one_line(e)}"
-    return code, said(error)
+    return code, _said(error)
 
 
-def said(error: str) -> str:
+def _said(error: str) -> str:
     print(error, file=sys.stderr, flush=True)
     return error
 
 
-def disk_full_line(e: OSError) -> str:
+def _disk_full_line(e: OSError) -> str:
     return (f"no space left on the device writing {e.filename or 'a file'}; nothing half-written is kept and the "
             f"finished runs keep their records: free space, then run the same command again")
