@@ -75,7 +75,7 @@ case "$verb" in
     start)
         deadline=${1:?start DEADLINE (24m, or a UTC time) key=value ...}; shift
         tag=${TAG:-campaign}
-        setsid bash -c 'echo $$ >"$0"; exec "$@"' "$GS_DIR/$tag.pid" "$PY" -m repro.run.deadline "$deadline" \
+        setsid bash -c 'echo $$ >"$0"; exec "$@"' "$GS_DIR/$tag.pid" "$PY" -m repro deadline "$deadline" \
             --margin "${MARGIN:-60}" --hold-back reproduce "scale=$SCALE" "data=$DATA" report=false runtime.progress=false "$@" \
             >"$GS_DIR/$tag.log" 2>&1 </dev/null &
         sleep 5; cat "$GS_DIR/$tag.log" ;;

@@ -61,3 +61,20 @@ def test_wait_follows_every_tagged_campaign_to_its_end(tmp_path):
     done = _run(env, "wait", "40")
     assert done.returncode == 0, done.stderr
     assert "ended after 1 s" in done.stdout and "ended after 8 s" in done.stdout
+
+
+def test_every_module_the_script_runs_is_runnable():
+    """Each ``$PY -m <module>`` of the script names a module that runs as a program (a moved entry point would
+    otherwise first fail on the GPU, inside a slot)."""
+    import importlib.util
+    import re
+
+    modules = set(re.findall(r'"\$PY" -m ([\w.]+)', SCRIPT.read_text()))
+    assert {"repro", "benchmarks.fastpath"} <= modules
+    for name in modules:
+        spec = importlib.util.find_spec(name)
+        assert spec is not None, name
+        if spec.submodule_search_locations:  # a package runs through its __main__
+            assert importlib.util.find_spec(f"{name}.__main__") is not None, name
+        else:
+            assert 'if __name__ == "__main__"' in open(spec.origin).read(), name
