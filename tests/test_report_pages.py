@@ -1,4 +1,6 @@
 """The committed pages a reader opens: one full page per paper (report.html), REPORT.md its short summary."""
+import csv
+import json
 import re
 from pathlib import Path
 
@@ -29,4 +31,22 @@ def test_committed_pages_are_a_fraction_of_their_embedded_size():
     pages = [*REPO.glob("results/*/report.html"), *REPO.glob("results/*/REPORT.md"), REPO / "results" / "index.html"]
     assert len(pages) == 2 * len(PAPERS) + 1
     assert sum(p.stat().st_size for p in pages) < 2_500_000
+
+
+def test_convit_table6_rows_name_the_k_measured_on_the_depth_6_model():
+    """Table 6's "k = 10" is of ConViT-Ti's 10 GPSA layers; at cpu the model has 5 and masks k of them: the
+    compared cells, the setting (first screen, README, claims.csv) and the table's row read the k of the records."""
+    records = [json.loads(p.read_text()) for p in (REPO / "results" / "convit" / "cpu" / "records").glob("table6-*")]
+    measured = {r["cell"]["row"]: f"k = {r['metrics']['k']} of {r['metrics']['gpsa_layers']} GPSA" for r in records}
+    assert measured["k10"] == "k = 5 of 5 GPSA"
+    summary = json.loads((REPO / "results" / "convit" / "summary.json").read_text())
+    rows = {r["id"]: r for b in summary["first_screen"] if b["scale"] == "cpu" for r in b["rows"]}
+    hurts_less, more_layers = rows["t6_position_masking_hurts_less"], rows["t6_more_masked_layers_hurt_more"]
+    assert hurts_less["compared"].startswith(f"k = 10 (ours: {measured['k10']}) · ")
+    assert measured["k10"] in hurts_less["setting"]["text"] and measured["k10"] in hurts_less["setting"]["short"]
+    assert f"{measured['k3']} vs {measured['k5']}" in more_layers["setting"]["text"]
+    claims = {(r["claim"], r["scale"]): r for r in csv.DictReader((REPO / "results" / "convit" / "claims.csv").open())}
+    assert measured["k10"] in claims[("t6_position_masking_hurts_less", "cpu")]["setting"]
+    assert f"0.86M; {measured['k3']}" in (REPO / "results" / "convit" / "report.html").read_text()
+    assert "0.86M, k = 5 of 5 GPSA |" in (REPO / "papers" / "convit" / "README.md").read_text()
 
