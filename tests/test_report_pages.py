@@ -50,3 +50,26 @@ def test_convit_table6_rows_name_the_k_measured_on_the_depth_6_model():
     assert f"0.86M; {measured['k3']}" in (REPO / "results" / "convit" / "report.html").read_text()
     assert "0.86M, k = 5 of 5 GPSA |" in (REPO / "papers" / "convit" / "README.md").read_text()
 
+
+@pytest.mark.parametrize("paper", PAPERS)
+def test_data_files_give_every_measured_cell_a_unit_and_numbers_as_numbers(paper):
+    """cells.csv: a unit on every measured cell (no blank to read as 'unknown'), n a count; claims.csv: seeds
+    per side as two numbers, not '3/3'; values.csv: one row per record of each measured cell, in its unit."""
+    out = REPO / "results" / paper
+    cells = [r for r in csv.DictReader((out / "cells.csv").open()) if r["status"] == "measured"]
+    assert cells and all(r["unit"] for r in cells), [(r["table"], r["column"]) for r in cells if not r["unit"]][:5]
+    assert all(r["n"].isdigit() for r in cells)
+    claims = list(csv.DictReader((out / "claims.csv").open()))
+    assert "n" not in claims[0] and all(r[k] == "" or r[k].isdigit() for r in claims for k in ("n_lhs", "n_rhs"))
+    values = list(csv.DictReader((out / "values.csv").open()))
+    per_cell = {(r["table"], r["row"], r["column"], r["scale"]): r for r in cells if r["record_ids"]}
+    assert len(values) == sum(len(r["record_ids"].split(";")) for r in per_cell.values())
+    assert all(v["unit"] == per_cell[(v["table"], v["row"], v["column"], v["scale"])]["unit"] for v in values)
+
+
+def test_a_rate_per_second_is_not_read_as_seconds():
+    """images_per_s was read as seconds ('_s'); the metric names its own unit."""
+    from repro.report.datafiles import _metric_unit
+
+    assert _metric_unit("images_per_s") == "images/s" and _metric_unit("epoch_s") == "s"
+    assert _metric_unit("heads") == "count" and _metric_unit("cossim_last") == "dimensionless"
