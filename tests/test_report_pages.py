@@ -73,3 +73,32 @@ def test_a_rate_per_second_is_not_read_as_seconds():
 
     assert _metric_unit("images_per_s") == "images/s" and _metric_unit("epoch_s") == "s"
     assert _metric_unit("heads") == "count" and _metric_unit("cossim_last") == "dimensionless"
+
+
+def _glance_rows(page: str) -> list[list[str]]:
+    """The rows of each first-screen table of a page, table by table."""
+    return [re.findall(r'<tr class="glance-row".*?</tr>', t, re.S)
+            for t in re.findall(r'<table class="glance.*?</table>', page, re.S)]
+
+
+@pytest.mark.parametrize("page", [f"{p}/report.html" for p in PAPERS] + ["index.html"])
+def test_effect_columns_read_one_way(page):
+    """Each forest plot prints its ticks and unit, and the rows of one table in one unit share that axis; the
+    column names p (one-sided, Holm); an open row says why on the row, not in a tooltip."""
+    text = (REPO / "results" / page).read_text()
+    tables = _glance_rows(text)
+    assert tables and "(why?)" not in text
+    for rows in tables:
+        axes: dict[str, set] = {}
+        for row in rows:
+            svg = re.search(r'<svg class="forest".*?</svg>', row, re.S)
+            if svg is None:
+                continue
+            unit = re.search(r'<text [^>]*class="unit">([^<]+)</text>', svg.group(0))
+            ticks = re.findall(r'text-anchor="middle">([^<]+)</text>', svg.group(0))
+            assert unit and ticks, row[:300]
+            axes.setdefault(unit.group(1), set()).add(tuple(ticks))
+            if re.search(r'class="verdict v-(inconclusive|not-resolvable|not-testable)"', row):
+                assert '<span class="stat why">why: ' in row, row[:300]
+        assert all(len(ticks) == 1 for ticks in axes.values()), axes  # one axis per unit within a table
+    assert all("p (one-sided, Holm)</th>" in t for t in re.findall(r'<table class="glance.*?</tr>', text, re.S))

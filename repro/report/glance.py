@@ -65,6 +65,14 @@ def _unit(paper: Paper | None, ref: Ref) -> str:
     return (col.unit or "") if col else ""
 
 
+def _quantity(paper: Paper | None, ref: Ref) -> str:
+    """What a unitless cell measures, in a few words for a plot's axis: 'CosSim' of 'CosSim, last block'."""
+    table = paper.table(ref.table) if paper is not None and ref.const is None else None
+    col = table.column(ref.column) if table else None
+    words = col.label.split(",")[0].split(" (")[0].split() if col else []
+    return " ".join(w for i, w in enumerate(words) if len(" ".join(words[:i + 1])) <= 18) or " ".join(words[:1])
+
+
 def deciding(checks: list[Check]) -> Check | None:
     """The comparison a claim's verdict rests on: a failing one first, then an open one, and among those the
     one closest to failing (smallest excess for '>', largest for a bound '<=')."""
@@ -207,6 +215,7 @@ def row(cmp: Comparison, v: Verdict, drawn: set | frozenset = frozenset()) -> di
             "setting": setting(cmp, [c] if c else v.checks, v.scale),
             "compared": f" {c.relation} ".join(pair_labels(paper, c.lhs, c.rhs, cmp, v.scale)) if c else "",
             "comparisons": len(v.checks), "relation": c.relation if c else "", "unit": _unit(paper, c.lhs) if c else "",
+            "quantity": _quantity(paper, c.lhs) if c else "",
             "means": [_num(x) for x in c.means] if c and c.means else None, "margin": _num(c.margin) if c else None,
             "effect": _num(c.effect) if c else None, "ci": [_num(x) for x in t.ci] if t and t.ci else None,
             "p": _num(getattr(t, side + "_adj")) if t and t.p_greater is not None else None,
@@ -272,38 +281,6 @@ def lead(summary: dict) -> dict | None:
     own = ", ".join(f"{n} {v}" for v, n in (t.get("training") or {}).items())
     ours = ", ".join(f"{n} {v}" for v, n in (t.get("ours") or {}).items())
     return {"scale": block["scale"], "row": r, "counts": own or (f"none; ours: {ours}" if ours else "")}
-
-
-def forest_svg(r: dict, width: int = 220, height: int = 30) -> str:
-    """Ours (point, 95 % interval) and the paper's effect (open diamond) in the claim's direction (+ as claimed,
-    in the row's unit); the dashed line is the threshold (0 past its margin), the claim's side shaded right."""
-    d = r.get("toward") or {}
-    if d.get("effect") is None:
-        return ""
-    xs = [x for x in (d["effect"], d.get("paper"), 0.0, *(d.get("ci") or ())) if x is not None]
-    lo, hi = min(xs), max(xs)
-    pad = (hi - lo) * 0.08 or 1.0
-    lo, hi = lo - pad, hi + pad
-    px = lambda x: round(6 + (width - 12) * (x - lo) / (hi - lo), 1)  # noqa: E731
-    y, zero = height / 2, px(0.0)
-    color = {"v-holds": "#15803d", "v-fails": "#b91c1c", "v-outside-regime": "#6d28d9"}.get(r["cls"], "#a16207")
-    parts = [f'<rect x="{zero}" y="2" width="{round(width - zero, 1)}" height="{height - 4}" fill="#e8f6ec"/>',
-             f'<line x1="{zero}" y1="1" x2="{zero}" y2="{height - 1}" stroke="#333" stroke-dasharray="3 2"/>']
-    if d.get("ci"):
-        parts.append(f'<line x1="{px(d["ci"][0])}" y1="{y}" x2="{px(d["ci"][1])}" y2="{y}" stroke="{color}" '
-                     f'stroke-width="2.5"/>')
-    parts.append(f'<circle cx="{px(d["effect"])}" cy="{y}" r="4.5" fill="{color}"/>')
-    if d.get("paper") is not None:
-        x = px(d["paper"])
-        parts.append(f'<path d="M{x} {y - 6} L{x + 6} {y} L{x} {y + 6} L{x - 6} {y} Z" fill="none" stroke="#222" '
-                     f'stroke-width="1.3"/>')
-    unit = f" {r['unit']}" if r.get("unit") else ""
-    title = (f"in the claim's direction ({unit.strip() or 'its unit'}): ours {d['effect']:+.3g}"
-             + (f" [{d['ci'][0]:+.3g}, {d['ci'][1]:+.3g}]" if d.get("ci") else "")
-             + (f"; paper {d['paper']:+.3g}" if d.get("paper") is not None else "")
-             + "; dashed: the threshold" + (f" (margin {r['margin']:g} taken off)" if r.get("margin") else ""))
-    return (f'<svg class="forest" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img">'
-            f'<title>{title}</title>{"".join(parts)}</svg>')
 
 
 def row_models(view, row: str) -> str:

@@ -15,7 +15,8 @@ from repro.report.assess import Assessment
 from repro.report.claims import verdict_label
 from repro.report.cells import DETAIL_HEADERS, MEASURED, Cell, Comparison, cost_text, unique_scales
 from repro.report.figures import RenderedFigure
-from repro.report.glance import chip, first_screen, forest_svg, precondition_row, row_models, short
+from repro.report.forest import forest_svg
+from repro.report.glance import chip, first_screen, precondition_row, row_models, short
 from repro.report.provenance import describe
 from repro.report.tally import KIND_LABELS, kind, tally
 from repro.runs import is_smoke
@@ -59,6 +60,7 @@ def figure_src(path: Path, page_dir: Path) -> str:
 
 _ENV.filters["unique_scales"] = lambda xs: unique_scales(list(xs))
 _ENV.filters["short"] = short
+_ENV.filters["p_value"] = lambda p: "< 0.0001" if p < 0.0001 else f"{p:.2g}"  # summary.json keeps 4 decimals
 _ENV.globals.update(is_smoke=is_smoke, cell_class=cell_class, cell_title=cell_title, cost_text=cost_text, detail_headers=DETAIL_HEADERS,
                     verdict_label=verdict_label, kind=kind, kind_labels=KIND_LABELS, chip=chip, forest_svg=forest_svg,
                     precondition_row=precondition_row, row_models=row_models)
