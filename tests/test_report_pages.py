@@ -102,3 +102,11 @@ def test_effect_columns_read_one_way(page):
                 assert '<span class="stat why">why: ' in row, row[:300]
         assert all(len(ticks) == 1 for ticks in axes.values()), axes  # one axis per unit within a table
     assert all("p (one-sided, Holm)</th>" in t for t in re.findall(r'<table class="glance.*?</tr>', text, re.S))
+
+
+def test_axis_ticks_are_round_values_inside_the_range():
+    """At most five ticks, 1, 2, 2.5 or 5 times a power of ten apart, never outside the plotted range."""
+    from repro.report.forest import ticks
+
+    assert ticks(-0.06, 0.25) == [0.0, 0.1, 0.2] and ticks(-5.9, 0.6) == [-4, -2, 0]
+    assert all(len(ticks(lo, lo + span)) <= 5 for lo in (-3.3, 0.0, 7.1) for span in (0.013, 1.0, 42.0))
