@@ -150,6 +150,7 @@ class Table:
     protocol: str = ""            # what the paper measured on ("ImageNet-1k, 224 px, 300 epochs")
     printed: str = "round"        # round | truncate: how the paper shortened its numbers (27M for 27.78M)
     scale_free: bool = False      # every column scale_free (theorem checks, exact constructions)
+    measured_label: str = ""      # a row's own setting from its records' metrics: "k = {k} of {gpsa_layers}"
     line: int = 0
 
     def column(self, key: str) -> Column | None:
@@ -421,12 +422,13 @@ def _row(c: _Checker, m: _Map, table: Table) -> Row | None:
 def _table(c: _Checker, m: _Map) -> Table | None:
     what = f"table {m.get('id')!r}"
     if not c.keys(m, ("id", "caption", "source", "reproduced", "reason", "note", "columns", "rows", "protocol",
-                      "printed", "scale_free"), ("id", "caption", "source", "columns"), what):
+                      "printed", "scale_free", "measured_label"), ("id", "caption", "source", "columns"), what):
         return None
     t = Table(id=_str(m["id"]), caption=_str(m["caption"]), source=_str(m["source"]), columns=[], rows=[],
               reproduced=bool(m.get("reproduced", True)), reason=_str(m.get("reason")), note=_str(m.get("note")),
               protocol=_str(m.get("protocol")), printed=_str(m.get("printed")) or "round",
-              scale_free=_flag(c, m, "scale_free", what), line=m.line)
+              scale_free=_flag(c, m, "scale_free", what), measured_label=_str(m.get("measured_label")),
+              line=m.line)
     if t.printed not in PRINTED:
         c.problem(m.key_lines["printed"], f"{what}: printed {t.printed!r} is not one of {PRINTED}; using 'round'")
         t.printed = "round"

@@ -202,7 +202,7 @@ claims:
     assert f"{comp['effect']:+.2f} [{comp['ci95'][0]:+.2f}, {comp['ci95'][1]:+.2f}]" in block
     assert claim["label"] in block and "55.9 ± 1 (n=3)" not in block and "56 ± 1 (n=3)" in block
     assert html.index("featured-toyfx") < html.index("papers-table")
-    assert 'src="data:image/png;base64,' in html.split("papers-table")[0]  # the effects figure, embedded
+    assert 'src="toyfx/figures/fx-full.png"' in html.split("papers-table")[0]  # the effects figure, linked
 
 
 def test_the_index_table_shows_only_the_scales_that_measured_it(tmp_path):

@@ -253,19 +253,16 @@ def test_build_report_writes_every_output(tmp_path):
     assert all(p.is_file() for p in paths)
     md, page = (out / "REPORT.md").read_text(), (out / "report.html").read_text()
     # scale, data, hardware, commit open the report
-    for text in (md, page):
-        assert "full" in text and "CIFAR-10 (32 px, synthetic)" in text and "abcdef012345-dirty" in text
-        assert "cpu (x86_64, 2 threads)" in text and "torch 2.5.0" in text
-        assert "0.78 h" in text  # 31 runs x 90 s of wall time
-        assert "make reproduce PAPER=toy SCALE=full TABLES=size" in text  # the command filling 'not run' cells
-        assert "Time to table: 24 runs, 36.0 min of compute on cpu (x86_64, 2 threads)." in text
-    row = next(line for line in md.splitlines() if line.startswith("| 10%"))
-    assert [c.strip() for c in row.split("|")][2:4] == ["41.5", "41.00 ± 1.00 ✓"]  # the paper's column, then ours
+    assert "full" in page and "CIFAR-10 (32 px, synthetic)" in page and "abcdef012345-dirty" in page
+    assert "cpu (x86_64, 2 threads)" in page and "torch 2.5.0" in page
+    assert "0.78 h" in page  # 31 runs x 90 s of wall time
+    assert "make reproduce PAPER=toy SCALE=full TABLES=size" in page  # the command filling 'not run' cells
+    assert "Time to table: 24 runs, 36.0 min of compute on cpu (x86_64, 2 threads)." in page
     # paper text is text: no markup from the caption reaches the page
     assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt; &amp; more" in page
     assert "<b>bold</b>" not in page and "&lt;b&gt;bold&lt;/b&gt; &amp; co" in page
-    assert r"\<script\>alert(1)\</script\> \& more" in md
-    assert page.count("data:image/png;base64,") == 2
+    assert "<script>" not in md and "](report.html#t)" in md  # REPORT.md: the summary, linked into the page
+    assert page.count('<img src="figures/') == 2 and "data:image" not in page  # the committed PNGs, linked
     s = json.loads((out / "summary.json").read_text())
     assert s["scales"] == ["full"] and s["commits"] == ["abcdef012345-dirty"]
     cost = {"runs": 24, "timed": 24, "compute_s": 2160.0, "hardware": ["cpu (x86_64, 2 threads)"]}
@@ -417,8 +414,7 @@ def test_convit_report_from_synthetic_records(tmp_path):
 
 
 def test_cells_a_scale_never_runs_are_not_offered_a_command(tmp_path):
-    from repro.report import markdown
-    from repro.report.html import cell_title
+    from repro.report.html import cell_title, fragment
 
     papers, results = make_toy(tmp_path)
     paper = load_paper(papers / "toy" / "paper.yaml")
@@ -432,9 +428,9 @@ def test_cells_a_scale_never_runs_are_not_offered_a_command(tmp_path):
     assert cell_title(view.cells[("m3", "params")], view.command).endswith("TABLES=size")
     assert cell_title(view.cells[("m3", "heads")], view.command) == (
         "not run: this scale's experiments define no run for it")
-    text = "\n".join(markdown.view_lines(cmp, view))
-    assert "Not run: 1 cell(s). Fill them with `make reproduce PAPER=toy SCALE=full TABLES=size`." in text
-    assert "Not run at scale `full`: 5 cell(s) that this scale's experiments do not define" in text
+    text = fragment("table_view", view)
+    assert "Not run: 1 cell(s). Fill them with <code class=\"cmd\">make reproduce PAPER=toy SCALE=full TABLES=size" in text
+    assert "Not run at scale <code>full</code>: 5 cell(s) that this scale's experiments do not define" in text
 
 
 # ------------------------------------------------------------------ figures that read, notebooks that run
@@ -606,10 +602,10 @@ def test_report_index_and_notebook_built_from_the_records_agree_on_every_verdict
     rows = csv.DictReader((out / paper / "claims.csv").open())
     assert {(r["claim"], r["scale"] or "none"): r["verdict"].replace(" ", "-") for r in rows if r["claim"] in
             {c for c, _ in expected}} == expected
-    markdown = (out / paper / "REPORT.md").read_text()
-    for (claim, scale), verdict in expected.items():
-        label = next(c["label"] for c in summary["claims"] if (c["id"], c["scale"] or "none") == (claim, scale))
-        assert re.search(rf"^\| {claim} +\|.*\| {re.escape(label)} · {scale} +\|", markdown, re.M | re.I), (claim, scale)
+    markdown = (out / paper / "REPORT.md").read_text()  # the summary: the first screen's rows
+    for row in (r for b in summary["first_screen"] for r in b["rows"]):
+        assert re.search(rf"^\| \[\*\*{row['id']}\*\*\]\(report\.html#claim-{row['id']}-{row['scale']}\).*\| "
+                         rf"{re.escape(row['symbol'])} {re.escape(row['label'])}", markdown, re.M), row["id"]
 
 
 def _committed(paper: str, figure_id: str, scale: str = "cpu"):

@@ -102,7 +102,7 @@ def build_report(paper_id: str, papers_dir: Path = Path("papers"), results_dir: 
             stale.unlink()
     summary = summarize(a, {(f.spec.id, f.scale) for f in rendered if f.path})
     written += [
-        _write(out / "REPORT.md", markdown.render(a, rendered, out)),
+        _write(out / "REPORT.md", markdown.render(a)),
         _write(out / "report.html", html.render(a, rendered)),
         _write(out / "summary.json", json.dumps(summary, indent=1) + "\n"),
         _write(out / "cells.csv", cells_csv(summary["cells"])),

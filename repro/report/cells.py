@@ -19,6 +19,7 @@ import numpy as np
 
 from repro.records import RecordError
 from repro.report.provenance import as_dict, hardware_label, protocol_label, protocol_parts
+from repro.report.rowlabel import measured_row
 from repro.report.setting import counted_params, run_setting
 from repro.paper import Column, Paper, PaperValue, Ref, Table, decimals_of, prints_as
 
@@ -229,6 +230,7 @@ class TableView:
     cost: dict = field(default_factory=dict)  # time to table: see table_cost
     paper_id: str = ""
     paper_protocol: str = ""  # what the paper's numbers in this table were measured on
+    measured_rows: dict = field(default_factory=dict)  # row -> what it measured here (rowlabel.py)
 
     def _measured(self) -> list[Cell]:
         return [c for c in self.cells.values() if c.status == MEASURED and not c.column.derived]
@@ -520,8 +522,9 @@ def table_view(paper: Paper, table: Table, scale: str | None, index, defined: se
             if col.derived:
                 cells[(row.key, col.key)] = _derived_cell(table, row, col, scale, cells)
     command = reproduce_command(paper.id, table.id, scale) if table.reproduced else ""
+    measured = {r.key: text for r in table.rows if (text := measured_row(table, r.key, scale, index))}
     return TableView(table, scale, cells, command, table_cost(table, scale, index), paper.id,
-                     table.protocol or paper.protocol)
+                     table.protocol or paper.protocol, measured)
 
 
 def table_cost(table: Table, scale: str | None, index) -> dict:

@@ -20,13 +20,16 @@ from repro.report.cells import CITED, MEASURED, Cell, Comparison
 from repro.report.glance import row as claim_row
 from repro.report.pairwise import said
 from repro.report.setting import run_setting
+from repro.paper import Ref
 
 CELL_FIELDS = ["paper", "table", "row", "column", "scale", "dataset", "fraction", "img_size", "state", "family", "model",
                "params", "epochs", "device", "unit",
                "n", "mean", "sd", "ci_low", "ci_high", "values", "seeds", "record_ids", "paper_printed", "paper_value",
                "paper_dataset", "protocol", "like_for_like", "status", "delta", "agrees", "at_chance", "claims"]
-UNITS = (("top1", "%"), ("top5", "%"), ("loss", "nats"), ("params", "parameters"), ("flops", "FLOPs"),
-         ("macs", "MACs"), ("_s", "s"))  # inferred from the metric key where paper.yaml names no unit
+UNITS = (("per_s", "{}/s"), ("top1", "%"), ("top5", "%"), ("loss", "nats"), ("params", "parameters"),
+         ("flops", "FLOPs"), ("macs", "MACs"), ("nonlocality", "patches"), ("_s", "s"))  # read from the metric key
+COUNTS = {"heads", "depth", "dim", "ffn", "exact_heads", "heads_needed", "positional_rank"}  # model structure
+DERIVED_UNITS = {"ratio": "ratio", "rel_gap": "%"}  # a derived column's own unit; diff keeps its operands'
 
 
 def _claims_by_cell(cmp: Comparison) -> dict[tuple, list[str]]:
@@ -42,17 +45,29 @@ def _joined(parts: list[dict], key: str) -> str:
     return "; ".join(sorted({str(p[key]) for p in parts if p.get(key) not in (None, "")}))
 
 
+def _metric_unit(metric: str) -> str:
+    if metric in COUNTS:
+        return "count"
+    for key, name in UNITS:
+        if metric.endswith(key) if key == "_s" else key in metric:
+            return name.format(metric.split("_per_s")[0])
+    return "dimensionless"  # a cosine, a ratio, an error or norm of activations, a gate
+
+
 def unit(cmp: Comparison, cell: Cell, scale: str) -> str:
-    """The column's unit, else the paper's printed mark (%), else one read from the metric's name."""
-    if cell.column.unit:
-        return cell.column.unit
+    """The column's unit, else the paper's printed mark (%), else a derived column's (a ratio; a difference in
+    its operands' unit), else one read from the metric's name; every measured cell gets one, 'dimensionless'
+    where nothing else applies (a blank read as 'unknown')."""
+    col = cell.column
+    if col.unit:
+        return col.unit
     if cell.paper is not None and cell.paper.suffix == "%":
         return "%"
-    metrics = {m for _, m in cmp.runs(scale, cell.table, cell.row, cell.column.key)}
-    for key, name in UNITS:
-        if metrics and all((m.endswith(key) if key == "_s" else key in m) for m in metrics):
-            return name
-    return ""
+    if col.derived:
+        operand = cmp.cell(Ref(cell.table, cell.row, col.derived["a"]), scale)
+        return DERIVED_UNITS.get(col.derived["op"]) or (unit(cmp, operand, scale) if operand else "")
+    metrics = sorted({m for _, m in cmp.runs(scale, cell.table, cell.row, col.key)})
+    return "; ".join(dict.fromkeys(_metric_unit(m) for m in metrics)) if cell.status == MEASURED else ""
 
 
 def interval(cell: Cell) -> tuple[float | None, float | None]:
@@ -126,8 +141,8 @@ def values_csv(cmp: Comparison) -> str:
 
 
 CLAIM_FIELDS = ["claim", "scale", "kind", "reading", "verdict", "label", "text", "setting", "compared", "comparisons",
-                "effect", "ci95_low", "ci95_high", "p_holm", "n", "margin", "lhs_mean", "rhs_mean", "paper_effect",
-                "unit", "qualifier", "preconditions", "result"]
+                "effect", "ci95_low", "ci95_high", "p_holm", "n_lhs", "n_rhs", "margin", "lhs_mean", "rhs_mean",
+                "paper_effect", "unit", "qualifier", "preconditions", "result"]
 
 
 def claims_csv(a: Assessment) -> str:
@@ -140,7 +155,8 @@ def claims_csv(a: Assessment) -> str:
                      "verdict": said(v.verdict, v.claim.evidence), "label": v.label, "text": v.claim.text,
                      "setting": r["setting"]["text"] if v.scale else "", "compared": r["compared"],
                      "comparisons": r["comparisons"], "effect": r["effect"], "ci95_low": ci[0], "ci95_high": ci[1],
-                     "p_holm": r["p"], "n": r["n"], "margin": r["margin"], "lhs_mean": means[0], "rhs_mean": means[1],
+                     "p_holm": r["p"], **_sides(r["n"]), "margin": r["margin"], "lhs_mean": means[0],
+                     "rhs_mean": means[1],
                      "paper_effect": r["paper_effect"], "unit": r["unit"], "qualifier": r["qualifier"],
                      "preconditions": "; ".join(f"{p['id']}: {p['label']}" + (f" ({p['measured']})" if p["measured"]
                                                                               else "") for p in r["preconditions"]),
@@ -170,6 +186,12 @@ def comparisons_csv(summary: dict) -> str:
                              "below_resolvable", "margin")}, "n_lhs": n[0], "n_rhs": n[1],
                          "lhs_mean": means[0], "rhs_mean": means[1]})
     return _csv(rows, COMPARISON_FIELDS)
+
+
+def _sides(n: str) -> dict:
+    """'3/3' -> seeds per side as numbers; a constant side (a bound, a chance level) is blank."""
+    parts = (n.split("/") + ["", ""])[:2] if n else ["", ""]
+    return {f"n_{side}": int(x) if x.isdigit() else None for side, x in zip(("lhs", "rhs"), parts)}
 
 
 def _csv(rows: list[dict], fields: list[str]) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from repro.report.figures import EXPLAINS
-from repro.report.html import _png_data
 from repro.report.readme import qualifiers
 from repro.runs import is_smoke
 from repro.paper import Paper
@@ -50,8 +49,9 @@ def _comparison(claim: dict, qualifier: str = "", row: dict | None = None) -> di
             and family["p_holm"] > ALPHA else ""}
 
 
-def _png(path: Path) -> str:
-    return _png_data(path) if path.is_file() else ""
+def _png(path: Path, results_dir: Path) -> str:
+    """The figure's address from results/index.html; empty where the report drew none."""
+    return path.relative_to(results_dir).as_posix() if path.is_file() else ""
 
 
 def _at_scale(paper: Paper, summary: dict, scale: str, results_dir: Path) -> dict:
@@ -69,7 +69,8 @@ def _at_scale(paper: Paper, summary: dict, scale: str, results_dir: Path) -> dic
                                                                screen.get((cl["id"], scale)))
     rows = [{"label": r.label, "cells": [_cell_text(cells.get((r.key, c.key)), i == 0) for i, c in enumerate(columns)],
              "claim": claims.get(r.key)} for r in table.rows]
-    figures = [{"id": f.id, "caption": f"{f.caption} {EXPLAINS.get(f.kind, '')}", "src": _png(results_dir / paper.id / "figures" / f"{f.id}-{scale}.png")}
+    figures = [{"id": f.id, "caption": f"{f.caption} {EXPLAINS.get(f.kind, '')}",
+                "src": _png(results_dir / paper.id / "figures" / f"{f.id}-{scale}.png", results_dir)}
                for f in paper.figures if f.table == table.id]
     own = (((summary.get("tables") or {}).get(table.id) or {}).get("by_scale") or {}).get(scale) or {}
     setting = own.get("setting") or (summary.get("settings") or {}).get(scale, "")  # the table's runs, else the scale's

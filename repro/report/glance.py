@@ -15,6 +15,7 @@ from repro.report.cells import Comparison, order_scales
 from repro.report.pairwise import (FAILS, HOLDS, INCONCLUSIVE, JUDGED, MIN_SEEDS, NOT_RESOLVABLE, NOT_RUN,
                                       NOT_TESTABLE, OUTSIDE, Check, Verdict, decisive, p_sides, said)
 from repro.report.provenance import _joined
+from repro.report.rowlabel import with_measured
 from repro.report.setting import joined, run_setting
 from repro.report.tally import headline, headline_text, kind
 from repro.runs import is_smoke
@@ -34,21 +35,25 @@ def chip(verdict: str, evidence: str = "training") -> dict:
     return {"cls": f"v-{cls}", "symbol": symbol}
 
 
-def ref_label(paper: Paper | None, ref: Ref) -> str:
-    """'DeiT-12 · last-block CosSim' for a cell (its reference without a paper), the number for a constant."""
+def ref_label(paper: Paper | None, ref: Ref, cmp: Comparison | None = None, scale: str | None = None) -> str:
+    """'DeiT-12 · last-block CosSim' for a cell (its reference without a paper), the number for a constant; with
+    ``cmp``, the row says what it measured at ``scale`` where that differs ('k = 10 (ours: k = 5 of 5 GPSA)')."""
     if ref.const is not None:
         return f"{ref.const:g}"
     if paper is None:
         return str(ref)
     table = paper.table(ref.table)
     row, col = (table.row(ref.row), table.column(ref.column)) if table else (None, None)
-    return f"{row.label if row else ref.row} · {col.label if col else ref.column}"
+    view = cmp.view(ref.table, scale) if cmp is not None else None
+    label = with_measured(row.label if row else ref.row, view.measured_rows.get(ref.row, "") if view else "")
+    return f"{label} · {col.label if col else ref.column}"
 
 
-def pair_labels(paper: Paper | None, lhs: Ref, rhs: Ref) -> tuple[str, str]:
+def pair_labels(paper: Paper | None, lhs: Ref, rhs: Ref, cmp: Comparison | None = None,
+                scale: str | None = None) -> tuple[str, str]:
     """Both sides' labels, each with its table's id where the two would otherwise read the same (one row and
     column at two budgets or fractions: 'Baseline · top-1 (ideas) vs Baseline · top-1 (ideas_e10)')."""
-    a, b = ref_label(paper, lhs), ref_label(paper, rhs)
+    a, b = ref_label(paper, lhs, cmp, scale), ref_label(paper, rhs, cmp, scale)
     if a == b and lhs.const is None and rhs.const is None and lhs.table != rhs.table:
         a, b = f"{a} ({lhs.table})", f"{b} ({rhs.table})"
     return a, b
@@ -58,6 +63,14 @@ def _unit(paper: Paper | None, ref: Ref) -> str:
     table = paper.table(ref.table) if paper is not None and ref.const is None else None
     col = table.column(ref.column) if table else None
     return (col.unit or "") if col else ""
+
+
+def _quantity(paper: Paper | None, ref: Ref) -> str:
+    """What a unitless cell measures, in a few words for a plot's axis: 'CosSim' of 'CosSim, last block'."""
+    table = paper.table(ref.table) if paper is not None and ref.const is None else None
+    col = table.column(ref.column) if table else None
+    words = col.label.split(",")[0].split(" (")[0].split() if col else []
+    return " ".join(w for i, w in enumerate(words) if len(" ".join(words[:i + 1])) <= 18) or " ".join(words[:1])
 
 
 def deciding(checks: list[Check]) -> Check | None:
@@ -89,6 +102,11 @@ def setting(cmp: Comparison, checks: list[Check], scale: str) -> dict:
                     for c in [cmp.cell(ref, scale)] if c is not None and c.n)
     out["seeds"] = seeds
     out["text"] += f" · {seeds} seed{'s' if seeds != '1' else ''}" if seeds else ""
+    rows = [m for ref in dict.fromkeys(x for ch in checks for x in (ch.lhs, ch.rhs)) if ref.const is None
+            for view in [cmp.view(ref.table, scale)] if view for m in [view.measured_rows.get(ref.row)] if m]
+    if rows:  # the rows' own setting where the scale changes it: "k = 5 of 5 GPSA"
+        measured = " vs ".join(dict.fromkeys(rows))
+        out.update(rows=measured, text=f"{out['text']} · {measured}", short=f"{out['short']}, {measured}")
     return out
 
 
@@ -195,8 +213,9 @@ def row(cmp: Comparison, v: Verdict, drawn: set | frozenset = frozenset()) -> di
             "verdict": said(v.verdict, v.claim.evidence), "label": v.label, **chip(v.verdict, v.claim.evidence),
             "result": v.result or None, "toward": toward(c, t), "why": why(v, c), "scope": scope(paper, v),
             "setting": setting(cmp, [c] if c else v.checks, v.scale),
-            "compared": f" {c.relation} ".join(pair_labels(paper, c.lhs, c.rhs)) if c else "",
+            "compared": f" {c.relation} ".join(pair_labels(paper, c.lhs, c.rhs, cmp, v.scale)) if c else "",
             "comparisons": len(v.checks), "relation": c.relation if c else "", "unit": _unit(paper, c.lhs) if c else "",
+            "quantity": _quantity(paper, c.lhs) if c else "",
             "means": [_num(x) for x in c.means] if c and c.means else None, "margin": _num(c.margin) if c else None,
             "effect": _num(c.effect) if c else None, "ci": [_num(x) for x in t.ci] if t and t.ci else None,
             "p": _num(getattr(t, side + "_adj")) if t and t.p_greater is not None else None,
@@ -264,39 +283,9 @@ def lead(summary: dict) -> dict | None:
     return {"scale": block["scale"], "row": r, "counts": own or (f"none; ours: {ours}" if ours else "")}
 
 
-def forest_svg(r: dict, width: int = 220, height: int = 30) -> str:
-    """Ours (point, 95 % interval) and the paper's effect (open diamond) in the claim's direction (+ as claimed,
-    in the row's unit); the dashed line is the threshold (0 past its margin), the claim's side shaded right."""
-    d = r.get("toward") or {}
-    if d.get("effect") is None:
-        return ""
-    xs = [x for x in (d["effect"], d.get("paper"), 0.0, *(d.get("ci") or ())) if x is not None]
-    lo, hi = min(xs), max(xs)
-    pad = (hi - lo) * 0.08 or 1.0
-    lo, hi = lo - pad, hi + pad
-    px = lambda x: round(6 + (width - 12) * (x - lo) / (hi - lo), 1)  # noqa: E731
-    y, zero = height / 2, px(0.0)
-    color = {"v-holds": "#15803d", "v-fails": "#b91c1c", "v-outside-regime": "#6d28d9"}.get(r["cls"], "#a16207")
-    parts = [f'<rect x="{zero}" y="2" width="{round(width - zero, 1)}" height="{height - 4}" fill="#e8f6ec"/>',
-             f'<line x1="{zero}" y1="1" x2="{zero}" y2="{height - 1}" stroke="#333" stroke-dasharray="3 2"/>']
-    if d.get("ci"):
-        parts.append(f'<line x1="{px(d["ci"][0])}" y1="{y}" x2="{px(d["ci"][1])}" y2="{y}" stroke="{color}" '
-                     f'stroke-width="2.5"/>')
-    parts.append(f'<circle cx="{px(d["effect"])}" cy="{y}" r="4.5" fill="{color}"/>')
-    if d.get("paper") is not None:
-        x = px(d["paper"])
-        parts.append(f'<path d="M{x} {y - 6} L{x + 6} {y} L{x} {y + 6} L{x - 6} {y} Z" fill="none" stroke="#222" '
-                     f'stroke-width="1.3"/>')
-    unit = f" {r['unit']}" if r.get("unit") else ""
-    title = (f"in the claim's direction ({unit.strip() or 'its unit'}): ours {d['effect']:+.3g}"
-             + (f" [{d['ci'][0]:+.3g}, {d['ci'][1]:+.3g}]" if d.get("ci") else "")
-             + (f"; paper {d['paper']:+.3g}" if d.get("paper") is not None else "")
-             + "; dashed: the threshold" + (f" (margin {r['margin']:g} taken off)" if r.get("margin") else ""))
-    return (f'<svg class="forest" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img">'
-            f'<title>{title}</title>{"".join(parts)}</svg>')
-
-
 def row_models(view, row: str) -> str:
-    """The models our runs of a table row trained, by measured size (beside the paper's name for the row)."""
-    return " / ".join(sorted({p["label"] for c in view.cells.values() if c.row == row
-                              for p in c.runs_protocol if p.get("label")}))
+    """The models our runs of a table row trained, by measured size, and what the row measured where the scale
+    changes it (beside the paper's name for the row)."""
+    models = " / ".join(sorted({p["label"] for c in view.cells.values() if c.row == row
+                                for p in c.runs_protocol if p.get("label")}))
+    return "; ".join(x for x in (models, view.measured_rows.get(row, "")) if x)

@@ -1,11 +1,12 @@
 """report.html and results/index.html: jinja2 templates with autoescaping, self-contained pages.
 
 Why autoescape: captions and claim texts are paper text ("<script>", "&" included) and must show as
-text. Figures are embedded as base64 PNG so the page can be mailed or opened from anywhere.
+text. Figures are linked, not embedded: each is a committed PNG in figures/ beside the page, and embedding it
+again as base64 stored every figure twice and made nine tenths of the page's bytes.
 """
 from __future__ import annotations
 
-import base64
+import os
 from pathlib import Path
 
 import jinja2
@@ -14,7 +15,8 @@ from repro.report.assess import Assessment
 from repro.report.claims import verdict_label
 from repro.report.cells import DETAIL_HEADERS, MEASURED, Cell, Comparison, cost_text, unique_scales
 from repro.report.figures import RenderedFigure
-from repro.report.glance import chip, first_screen, forest_svg, precondition_row, row_models, short
+from repro.report.forest import forest_svg
+from repro.report.glance import chip, first_screen, precondition_row, row_models, short
 from repro.report.provenance import describe
 from repro.report.tally import KIND_LABELS, kind, tally
 from repro.runs import is_smoke
@@ -51,12 +53,14 @@ def cell_title(cell: Cell, command: str) -> str:
     return "; ".join(parts + cell.notes)
 
 
-def _png_data(path: Path) -> str:
-    return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
+def figure_src(path: Path, page_dir: Path) -> str:
+    """A figure's address relative to the page that shows it (a report in results/<id>/, the index in results/)."""
+    return Path(os.path.relpath(path, page_dir)).as_posix()
 
 
 _ENV.filters["unique_scales"] = lambda xs: unique_scales(list(xs))
 _ENV.filters["short"] = short
+_ENV.filters["p_value"] = lambda p: "< 0.0001" if p < 0.0001 else f"{p:.2g}"  # summary.json keeps 4 decimals
 _ENV.globals.update(is_smoke=is_smoke, cell_class=cell_class, cell_title=cell_title, cost_text=cost_text, detail_headers=DETAIL_HEADERS,
                     verdict_label=verdict_label, kind=kind, kind_labels=KIND_LABELS, chip=chip, forest_svg=forest_svg,
                     precondition_row=precondition_row, row_models=row_models)
@@ -69,7 +73,7 @@ def render(a: Assessment, figures: list[RenderedFigure]) -> str:
         paper=cmp.paper, cmp=cmp, runs=describe(cmp.records, cmp.scales), verdicts=a.verdicts,
         preconditions=a.preconditions, tally=tally(a.verdicts + a.preconditions), settings=a.settings,
         first_screen=first_screen(a, {(f.spec.id, f.scale) for f in figures if f.path}),
-        **_placed([{"fig": f, "src": _png_data(f.path) if f.path else ""} for f in figures], cmp))
+        **_placed([{"fig": f, "src": figure_src(f.path, f.path.parent.parent) if f.path else ""} for f in figures], cmp))
 
 
 def _placed(figures: list[dict], cmp: Comparison) -> dict:
