@@ -110,3 +110,22 @@ def test_axis_ticks_are_round_values_inside_the_range():
 
     assert ticks(-0.06, 0.25) == [0.0, 0.1, 0.2] and ticks(-5.9, 0.6) == [-4, -2, 0]
     assert all(len(ticks(lo, lo + span)) <= 5 for lo in (-3.3, 0.0, 7.1) for span in (0.013, 1.0, 42.0))
+
+
+def test_a_difference_of_accuracies_and_a_relative_gap_get_their_own_unit_and_axis():
+    """'%' covered both top-1 differences (points) and relative gaps (percent of a value), and one axis held both:
+    each now names its quantity, and convit's relative gaps get an axis of their own."""
+    rows = {r["id"]: r for b in json.loads((REPO / "results" / "convit" / "summary.json").read_text())["first_screen"]
+            for r in b["rows"] + b["preconditions"]}
+    assert rows["t2_convit_ahead_top1"]["unit"] == "points" and rows["pre_data_limited"]["unit"] == "points"
+    assert rows["t2_gap_shrinks_top1"]["unit"] == "% relative"
+    page = (REPO / "results" / "convit" / "report.html").read_text()
+    plot = {claim: next(r for rows in _glance_rows(page) for r in rows if f"#claim-{claim}-cpu" in r)
+            for claim in ("t2_convit_ahead_top1", "t2_gap_shrinks_top1")}
+    ticks = {k: re.findall(r'text-anchor="middle">([^<]+)</text>', v) for k, v in plot.items()}
+    assert ">points</text>" in plot["t2_convit_ahead_top1"] and ">% relative</text>" in plot["t2_gap_shrinks_top1"]
+    assert ticks["t2_convit_ahead_top1"] != ticks["t2_gap_shrinks_top1"], ticks
+    cells = {(r["table"], r["column"]): r["unit"] for r in csv.DictReader((REPO / "results/convit/cells.csv").open())}
+    assert cells[("table2", "gap_top1")] == "% relative" and cells[("table2", "deit_top1")] == "%"
+    md = (REPO / "papers" / "convit" / "README.md").read_text()
+    assert re.search(r"`t2_convit_ahead_top1` \| holds \| \+[\d.]+ \[[^]]*\] points", md)

@@ -464,6 +464,26 @@ def _measured_cell(table: Table, row, col: Column, scale: str | None, runs, mode
     return cell
 
 
+POINTS, RELATIVE = "points", "% relative"
+
+
+def difference_unit(unit: str) -> str:
+    """The unit of a - b for a and b in ``unit``: two percentages differ by percentage points, not by a percent."""
+    return POINTS if unit == "%" else unit
+
+
+def column_unit(table: Table, col: Column) -> str:
+    """A column's unit as its numbers read: a rel_gap is a percent of a value ('% relative') and a diff of two
+    percentages is in points, so neither shares an axis or a label with the accuracies it is computed from."""
+    op = (col.derived or {}).get("op")
+    if op == "rel_gap":
+        return RELATIVE
+    if op == "diff":
+        operand = table.column(col.derived["a"])
+        return difference_unit(col.unit or (column_unit(table, operand) if operand else ""))
+    return col.unit
+
+
 def derive(op: str, a: float, b: float) -> float | None:
     """rel_gap = (a / b - 1) in percent, ratio = a / b, diff = a - b."""
     if op == "diff":

@@ -16,7 +16,7 @@ import math
 from scipy import stats
 
 from repro.report.assess import Assessment
-from repro.report.cells import CITED, MEASURED, Cell, Comparison
+from repro.report.cells import CITED, MEASURED, Cell, Comparison, column_unit, difference_unit
 from repro.report.glance import row as claim_row
 from repro.report.pairwise import said
 from repro.report.setting import run_setting
@@ -29,7 +29,6 @@ CELL_FIELDS = ["paper", "table", "row", "column", "scale", "dataset", "fraction"
 UNITS = (("per_s", "{}/s"), ("top1", "%"), ("top5", "%"), ("loss", "nats"), ("params", "parameters"),
          ("flops", "FLOPs"), ("macs", "MACs"), ("nonlocality", "patches"), ("_s", "s"))  # read from the metric key
 COUNTS = {"heads", "depth", "dim", "ffn", "exact_heads", "heads_needed", "positional_rank"}  # model structure
-DERIVED_UNITS = {"ratio": "ratio", "rel_gap": "%"}  # a derived column's own unit; diff keeps its operands'
 
 
 def _claims_by_cell(cmp: Comparison) -> dict[tuple, list[str]]:
@@ -55,17 +54,21 @@ def _metric_unit(metric: str) -> str:
 
 
 def unit(cmp: Comparison, cell: Cell, scale: str) -> str:
-    """The column's unit, else the paper's printed mark (%), else a derived column's (a ratio; a difference in
-    its operands' unit), else one read from the metric's name; every measured cell gets one, 'dimensionless'
-    where nothing else applies (a blank read as 'unknown')."""
+    """The column's (cells.column_unit: '% relative' for a rel_gap, points for a diff of percentages), else a
+    derived column's (a ratio; a diff in its operands' unit), else the paper's printed mark (%), else one read
+    from the metric's name; every measured cell gets one, 'dimensionless' where nothing else applies (a blank
+    read as 'unknown')."""
     col = cell.column
-    if col.unit:
-        return col.unit
+    named = column_unit(cmp.paper.table(cell.table), col)
+    if named:
+        return named
+    if col.derived:
+        if col.derived["op"] == "ratio":
+            return "ratio"
+        operand = cmp.cell(Ref(cell.table, cell.row, col.derived["a"]), scale)
+        return difference_unit(unit(cmp, operand, scale) if operand else "")
     if cell.paper is not None and cell.paper.suffix == "%":
         return "%"
-    if col.derived:
-        operand = cmp.cell(Ref(cell.table, cell.row, col.derived["a"]), scale)
-        return DERIVED_UNITS.get(col.derived["op"]) or (unit(cmp, operand, scale) if operand else "")
     metrics = sorted({m for _, m in cmp.runs(scale, cell.table, cell.row, col.key)})
     return "; ".join(dict.fromkeys(_metric_unit(m) for m in metrics)) if cell.status == MEASURED else ""
 

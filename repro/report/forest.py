@@ -3,7 +3,7 @@ claim's direction, on one labelled axis per quantity.
 
 Why one axis: side by side, plots on private scales invite comparing lengths that mean different amounts. The
 rows of a block that share a unit (or, unitless, a quantity such as CosSim) share one scale, and each plot prints
-its ticks and that unit, so +4 % and +0.8 % read as what they are.
+its ticks and that unit, so +4 points and +8 % relative read as what they are.
 """
 from __future__ import annotations
 

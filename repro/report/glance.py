@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from repro.report import family
 from repro.report.assess import Assessment
-from repro.report.cells import Comparison, order_scales
+from repro.report.cells import Comparison, column_unit, difference_unit, order_scales
 from repro.report.pairwise import (FAILS, HOLDS, INCONCLUSIVE, JUDGED, MIN_SEEDS, NOT_RESOLVABLE, NOT_RUN,
                                       NOT_TESTABLE, OUTSIDE, Check, Verdict, decisive, p_sides, said)
 from repro.report.provenance import _joined
@@ -60,9 +60,11 @@ def pair_labels(paper: Paper | None, lhs: Ref, rhs: Ref, cmp: Comparison | None 
 
 
 def _unit(paper: Paper | None, ref: Ref) -> str:
+    """A cell's unit as printed after its value: '81.3%', '8.35 % relative', '0.29 patches'."""
     table = paper.table(ref.table) if paper is not None and ref.const is None else None
     col = table.column(ref.column) if table else None
-    return (col.unit or "") if col else ""
+    unit = column_unit(table, col) if col else ""
+    return unit if unit in ("", "%") else f" {unit}"
 
 
 def _quantity(paper: Paper | None, ref: Ref) -> str:
@@ -214,7 +216,8 @@ def row(cmp: Comparison, v: Verdict, drawn: set | frozenset = frozenset()) -> di
             "result": v.result or None, "toward": toward(c, t), "why": why(v, c), "scope": scope(paper, v),
             "setting": setting(cmp, [c] if c else v.checks, v.scale),
             "compared": f" {c.relation} ".join(pair_labels(paper, c.lhs, c.rhs, cmp, v.scale)) if c else "",
-            "comparisons": len(v.checks), "relation": c.relation if c else "", "unit": _unit(paper, c.lhs) if c else "",
+            "comparisons": len(v.checks), "relation": c.relation if c else "",
+            "unit": difference_unit(_unit(paper, c.lhs).strip()) if c else "",  # lhs - rhs: points, not %
             "quantity": _quantity(paper, c.lhs) if c else "",
             "means": [_num(x) for x in c.means] if c and c.means else None, "margin": _num(c.margin) if c else None,
             "effect": _num(c.effect) if c else None, "ci": [_num(x) for x in t.ci] if t and t.ci else None,

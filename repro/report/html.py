@@ -13,7 +13,7 @@ import jinja2
 
 from repro.report.assess import Assessment
 from repro.report.claims import verdict_label
-from repro.report.cells import DETAIL_HEADERS, MEASURED, Cell, Comparison, cost_text, unique_scales
+from repro.report.cells import DETAIL_HEADERS, MEASURED, Cell, Comparison, column_unit, cost_text, unique_scales
 from repro.report.figures import RenderedFigure
 from repro.report.forest import forest_svg
 from repro.report.glance import chip, first_screen, precondition_row, row_models, short
@@ -63,7 +63,7 @@ _ENV.filters["short"] = short
 _ENV.filters["p_value"] = lambda p: "< 0.0001" if p < 0.0001 else f"{p:.2g}"  # summary.json keeps 4 decimals
 _ENV.globals.update(is_smoke=is_smoke, cell_class=cell_class, cell_title=cell_title, cost_text=cost_text, detail_headers=DETAIL_HEADERS,
                     verdict_label=verdict_label, kind=kind, kind_labels=KIND_LABELS, chip=chip, forest_svg=forest_svg,
-                    precondition_row=precondition_row, row_models=row_models)
+                    precondition_row=precondition_row, row_models=row_models, column_unit=column_unit)
 
 
 def render(a: Assessment, figures: list[RenderedFigure]) -> str:
