@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from repro.records import write_record
-from repro.report import build_index, build_report
+from repro.paper import load_paper
+from repro.records import load_records, write_record
+from repro.report import build_index, build_report, figures
+from repro.report.cells import compare
 from repro.report.provenance import data_label, model_label
 from repro.report.readme import write_readmes
 
@@ -149,8 +151,11 @@ def test_first_screen_rows_carry_setting_effects_interval_and_verdict(built):
 
 
 def test_figures_draw_the_judged_threshold_and_say_what_their_bands_are(built):
-    svg = (built / "gl" / "figures" / "sim-full.svg").read_text()
-    assert "pre_smooth: &gt; 0.5" in svg
+    from matplotlib.text import Text
+
+    paper = load_paper(built.parent / "papers" / "gl" / "paper.yaml")
+    mpl = figures.draw(compare(paper, *load_records("gl", root=built)), paper.figures[0], "full")
+    assert "pre_smooth: > 0.5" in [t.get_text() for t in mpl.findobj(Text)]
     page = (built / "gl" / "report.html").read_text()
     assert "bands: ± 1 sd across seeds" in page
     rows = re.findall(r'<tr class="glance-row".*?</tr>', page, re.S)

@@ -233,15 +233,15 @@ def test_claim_verdicts_and_statistics(tmp_path):
 
 
 def test_a_rebuild_removes_the_figures_of_a_scale_without_records(tmp_path):
-    """Records removed (e.g. a protocol remade): that scale's PNG and its SVG go, the others stay."""
+    """Records removed (e.g. a protocol remade): that scale's PNG goes, the others stay; so does an SVG left from
+    when each figure was also written as SVG."""
     papers, results = make_toy(tmp_path)
     build_report("toy", papers_dir=papers, results_dir=results, notebook_execute=None)
     figs = results / "toy" / "figures"
-    for suffix in (".png", ".svg"):
-        (figs / f"curve-cpu{suffix}").write_text("from records since removed")
+    for name in ("curve-cpu.png", "curve-full.svg"):
+        (figs / name).write_text("from records since removed")
     build_report("toy", papers_dir=papers, results_dir=results, notebook_execute=None)
-    assert sorted(p.name for p in figs.iterdir()) == ["curve-full.png", "curve-full.svg", "frac-full.png",
-                                                     "frac-full.svg"]
+    assert sorted(p.name for p in figs.iterdir()) == ["curve-full.png", "frac-full.png"]
 
 
 def test_build_report_writes_every_output(tmp_path):
@@ -474,14 +474,12 @@ def test_vs_rows_axis_shows_the_values_our_runs_used(tmp_path):
     assert "32" in [t.get_text() for t in ax.get_xticklabels()]
 
 
-def test_figures_are_written_as_png_and_svg(tmp_path):
+def test_figures_are_written_once_as_png(tmp_path):
+    """One format per figure: the PNG the pages show (the notebook draws its own)."""
     papers, results = make_toy(tmp_path)
     build_report("toy", papers_dir=papers, results_dir=results, notebook_execute=None)
-    figs = results / "toy" / "figures"
-    pngs = sorted(p.stem for p in figs.glob("*.png"))
-    assert pngs and pngs == sorted(p.stem for p in figs.glob("*.svg"))
-    svg = (figs / f"{pngs[0]}.svg").read_text()
-    assert svg.lstrip().startswith("<?xml") and "<svg" in svg
+    figs = sorted((results / "toy" / "figures").iterdir())
+    assert figs and all(p.suffix == ".png" and p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in figs)
 
 
 def test_notebook_finds_its_paper_from_its_own_folder_and_from_the_root(monkeypatch, built_notebooks):

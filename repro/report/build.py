@@ -98,7 +98,7 @@ def build_report(paper_id: str, papers_dir: Path = Path("papers"), results_dir: 
     rendered = figures.render_all(cmp, fig_dir)
     written = [f.path for f in rendered if f.path]
     for stale in [*fig_dir.glob("*.png"), *fig_dir.glob("*.svg")] if fig_dir.is_dir() else []:
-        if stale.with_suffix(".png") not in written:  # each figure is a .png with its .svg beside it
+        if stale not in written:  # a scale without records, or an .svg from when figures were written twice
             stale.unlink()
     summary = summarize(a, {(f.spec.id, f.scale) for f in rendered if f.path})
     written += [

@@ -238,18 +238,9 @@ def png_bytes(mpl: MplFigure) -> bytes:
     return buf.getvalue()
 
 
-def svg_bytes(mpl: MplFigure) -> bytes:
-    """The same figure as SVG (scales for print and zoom), with fixed ids and no date: reproducible bytes."""
-    import matplotlib
-
-    buf = io.BytesIO()
-    with matplotlib.rc_context({"svg.hashsalt": "vitrepro"}):
-        mpl.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
-    return buf.getvalue()
-
-
 def render_all(cmp: Comparison, out_dir: Path) -> list[RenderedFigure]:
-    """Write figures/<id>-<scale>.png and .svg for every figure and scale that has data; say what is missing."""
+    """Write figures/<id>-<scale>.png for every figure and scale that has data; say what is missing. PNG only: the
+    pages show it and the notebook draws its own, so a second format would double the committed bytes unread."""
     out = []
     for fig in cmp.paper.figures:
         for scale in cmp.scales or [None]:
@@ -265,6 +256,5 @@ def render_all(cmp: Comparison, out_dir: Path) -> list[RenderedFigure]:
             path = Path(out_dir) / f"{fig.id}-{scale}.png"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(png_bytes(mpl))
-            path.with_suffix(".svg").write_bytes(svg_bytes(mpl))
             out.append(RenderedFigure(fig, scale, path))
     return out
