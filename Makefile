@@ -48,10 +48,10 @@ reproduce-%: $(PY)
 plan: $(PY)
 	$(PY) -m repro.plan $(if $(PAPER),--paper $(PAPER)) $(if $(SCALE),--scale $(SCALE))
 
-# `make report [PAPER=convit] [ALLOW_INVALID=1]`: rebuild reports from committed records and plans only (no training);
+# `make report [PAPER=convit] [ALLOW_INVALID=1] [NOTEBOOK=auto]`: rebuild reports from committed records and plans only (no training);
 # ALLOW_INVALID=1 builds them without the invalid records (each named on stderr) instead of stopping.
 report: $(PY)
-	$(PY) -m repro.report $(if $(PAPER),--paper $(PAPER)) $(if $(filter-out 0,$(ALLOW_INVALID)),--allow-invalid)
+	$(PY) -m repro.report $(if $(PAPER),--paper $(PAPER)) $(if $(filter-out 0,$(ALLOW_INVALID)),--allow-invalid) $(if $(NOTEBOOK),--notebook $(NOTEBOOK))
 
 # `make gpu-check [PAPER=convit]`: each paper's small run a few steps on this device (bf16 and device-resident
 # data on a GPU, compiled and not, checkpoint + resume), one line per paper with images/s (benchmarks/gpu_check.py).

@@ -112,7 +112,7 @@ def _report(c: dict) -> None:
 
     paper = c["paper"]
     try:
-        written, errors = build_all(results_dir=records.results_root(), only=[paper])
+        written, errors = build_all(results_dir=records.results_root(), only=[paper], notebook_execute=None)
     except UnknownPaper:
         print(f"note: papers/{paper}/paper.yaml does not exist; records are written, no report built")
         return

@@ -354,6 +354,17 @@ def test_notebook_executes_in_a_kernel(tmp_path, monkeypatch):
             assert any("41.00 ± 1.00" in o.get("data", {}).get("text/html", "") for o in outputs)
 
 
+def test_the_notebook_is_built_on_request_only(tmp_path):
+    """A report build writes no notebook (minutes of execution, never committed) unless --notebook asks."""
+    papers, results = make_toy(tmp_path)
+    plan_toy(results)
+    args = ["--papers-dir", str(papers), "--results-dir", str(results), "--allow-invalid", "--paper", "toy"]
+    assert main(args) == 0
+    assert (results / "toy" / "report.html").is_file() and not (results / "toy" / "report.ipynb").exists()
+    assert main([*args, "--notebook", "inline"]) == 0
+    assert nbformat.read(results / "toy" / "report.ipynb", as_version=4).metadata["vitrepro"]["executed_with"]
+
+
 def test_index_lists_papers_with_verdicts_and_broken_papers(tmp_path):
     papers, results = make_toy(tmp_path)
     (papers / "broken").mkdir()

@@ -21,8 +21,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--paper", action="append", help="paper id (repeatable); default: every papers/*/paper.yaml")
     ap.add_argument("--papers-dir", type=Path, default=Path("papers"))
     ap.add_argument("--results-dir", type=Path, default=None, help="default: $REPRO_RESULTS_DIR or ./results")
-    ap.add_argument("--notebook", choices=("auto", "kernel", "inline", "none"), default="auto",
-                    help="how to execute the exploration notebook (auto: a Jupyter kernel when installed)")
+    ap.add_argument("--notebook", choices=("auto", "kernel", "inline", "none"), default="none",
+                    help="also build the exploration notebook, executed this way (auto: a Jupyter kernel when "
+                         "installed); default none: it takes minutes and is never committed")
     ap.add_argument("--allow-invalid", action="store_true",
                     help="build the reports without the invalid records (each still named on stderr)")
     args = ap.parse_args(argv)
