@@ -150,3 +150,17 @@ def test_a_plan_another_command_rewrote_is_refused_in_one_line(dirs, capsys, mon
     err = capsys.readouterr().err.strip()
     assert "rewritten by another command" in err and "\n" not in err
     assert not list(dirs["results"].rglob("records/*.json"))
+
+
+def test_a_jobs_child_refuses_a_plan_rewritten_after_its_parent_wrote_it(tmp_path, capsys):
+    """A ``jobs=N`` child runs only the plan its parent checked: one rewritten since (another command planning
+    other runs of the scale) is one line and exit 2, nothing run."""
+    from repro.run import child
+
+    plan_file = RESULTS / "cmhsa" / "tiny" / "plan.json"
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"paper": "cmhsa", "scale": "tiny", "runtime": {}}))
+    digest = store.plan_at(plan_file)["digest"]
+    assert child.main([str(config), str(plan_file), "0", "0", "f" * len(digest)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "rewritten by another command" in err and "\n" not in err

@@ -1,6 +1,6 @@
 """One group of a ``jobs=N`` command's runs, in a process of its own (repro/run/parallel.py starts it):
 
-    python -m repro.run.child <config.json> <plan.json> <group> <index>
+    python -m repro.run.child <config.json> <plan.json> <group> <index> <plan digest>
 
 Its input is the parent's composed config and the plan: no Hydra composition and no resolution here; the
 parent checked everything and builds the report."""
@@ -15,25 +15,25 @@ from pathlib import Path
 if os.environ.get("REPRO_STOP_SUMMARIZED"):  # Ctrl-C reaches it while it imports: its parent sends SIGTERM
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-from ..plan.store import plan_at  # noqa: E402 - after the signal is set: these imports take seconds
-from ..train.execute import record_status  # noqa: E402
+from ..train.execute import record_status  # noqa: E402 - after the signal is set: these imports take seconds
 from ..train.model import register_models  # noqa: E402
 from .outcome import outcome  # noqa: E402
-from .reproduce import in_this_process  # noqa: E402
+from .reproduce import in_this_process, plan_written  # noqa: E402
 from .specs import select  # noqa: E402
 
 
-def run_group(c: dict, plan: Path, group: int) -> int:
-    """The plan's runs of ``group`` among those the command means, in order in this process."""
+def run_group(c: dict, plan: Path, group: int, digest: str) -> int:
+    """The plan's runs of ``group`` among those the command means, in order in this process (the plan still the
+    one its parent wrote: another command may have rewritten it since)."""
     register_models(c.get("paper"), c["runtime"].get("imports"))
-    specs = select(c, plan_at(plan), group)
+    specs = select(c, plan_written(plan, digest), group)
     return in_this_process(c, specs, {s.run_id: record_status(s) for s in specs})
 
 
 def main(argv: list[str] | None = None) -> int:
-    config, plan, group, index = sys.argv[1:] if argv is None else argv
+    config, plan, group, index, digest = sys.argv[1:] if argv is None else argv
     c = {**json.loads(Path(config).read_text()), "shard": int(index)}  # "shard i/N" on its lines
-    return outcome(lambda: run_group(c, Path(plan), int(group)))[0]
+    return outcome(lambda: run_group(c, Path(plan), int(group), digest))[0]
 
 
 if __name__ == "__main__":

@@ -41,7 +41,8 @@ def parallel(c: dict, plan: Path, doc: dict, specs: list[RunSpec], status: dict)
         def one(index: int) -> int | None:
             if preempt.requested():  # SIGTERM or Ctrl-C: start no more groups
                 return None
-            cmd = [sys.executable, "-m", "repro.run.child", config.name, str(plan), str(groups[index]), str(index)]
+            cmd = [sys.executable, "-m", "repro.run.child", config.name, str(plan), str(groups[index]), str(index),
+                   doc["digest"]]
             return preempt.wait(subprocess.Popen(cmd, env={**os.environ, preempt.SUMMARIZED: "1"}))
 
         codes: list[int | None] = []

@@ -34,15 +34,21 @@ def check(c: dict, doc: dict) -> list[str]:
     return list(dict.fromkeys(n for n in lines if n))
 
 
+def plan_written(plan: Path, digest: str | None) -> dict:
+    """``plan`` as this command wrote it (``digest``), or one line if another command rewrote it since."""
+    doc = plan_at(plan)
+    if digest and doc["digest"] != digest:  # parallel multirun jobs that plan other runs of one scale
+        raise ConfigError(f"{plan} was rewritten by another command since this one wrote it; run commands that "
+                          f"plan other runs of {doc['paper']}/{doc['scale']} one after another")
+    return doc
+
+
 def reproduce(c: dict, plan: Path, task: list[str], digest: str | None = None) -> int:
     """The command's runs of ``plan`` (``digest``: the one this command wrote); its exit code (``task``: the
     command line, for torchrun's ranks)."""
     multirun.join_slurm_tasks()
     register_models(c.get("paper"), c["runtime"].get("imports"))
-    doc = plan_at(plan)
-    if digest and doc["digest"] != digest:  # parallel multirun jobs that plan other runs of one scale
-        raise ConfigError(f"{plan} was rewritten by another command since this one wrote it; run commands that "
-                          f"plan other runs of {doc['paper']}/{doc['scale']} one after another")
+    doc = plan_written(plan, digest)
     specs = select(c, doc)
     status = {s.run_id: record_status(s) for s in specs}
     if int(c.get("jobs") or 1) > 1 and int(c.get("num_shards") or 1) == 1:
