@@ -221,3 +221,13 @@ def check_writable(folder: Path, what: str = "results folder", env: str = "REPRO
         why = (f"{blocker} is a file, not a folder: move it away" if blocker
                else f"{e.strerror or e}: fix its permissions")
         raise ConfigError(f"{what} {folder} is not writable ({why}), or point {env} at a writable folder") from None
+
+
+def check_creatable(folder: Path, what: str, env: str) -> None:
+    """A folder a run creates later (its locks, its checkpoints) can be created: no file stands on its path.
+    Checked without creating it, so bad input still writes nothing."""
+    folder = Path(folder)
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    if not existing.is_dir():
+        raise ConfigError(f"{what} {folder} is not writable ({existing} is a file, not a folder: move it away), "
+                          f"or point {env} at a writable folder")

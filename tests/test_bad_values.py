@@ -81,15 +81,18 @@ def test_an_image_that_cannot_be_read_is_one_line_before_training(dirs, capsys, 
     assert str(image) in err and "replace or delete the file" in err and _nothing_written(dirs)
 
 
-@pytest.mark.parametrize("blocked", ["<scale>", "records"])
+@pytest.mark.parametrize("blocked", ["<scale>", "records", "locks", "<cache>/runs"])
 def test_a_records_folder_that_is_a_file_is_one_line_before_training(dirs, capsys, blocked):
-    """The run trained, then failed to write its record (a traceback)."""
+    """The run trained, then failed to write its record (a traceback); a file at locks/ was a traceback, one at
+    <cache>/runs a 'failed' record per run."""
     scale = dirs["results"] / dirs["pid"] / "tiny"
-    blocker = scale if blocked == "<scale>" else scale / "records"
-    blocker.parent.mkdir(parents=True)
+    blocker = {"<scale>": scale, "records": scale / "records", "locks": scale / "locks",
+               "<cache>/runs": dirs["cache"] / "runs"}[blocked]
+    blocker.parent.mkdir(parents=True, exist_ok=True)
     blocker.write_text("x")
     err = one_line_error(capsys, main(["reproduce", *fast_args(dirs["pid"])]))
-    assert f"{blocker} is a file, not a folder" in err and not (dirs["cache"] / "runs").exists()
+    assert f"{blocker} is a file, not a folder" in err and not list(dirs["results"].rglob("*.json"))
+    assert blocked == "<cache>/runs" or not (dirs["cache"] / "runs").exists()
 
 
 def test_a_data_cache_of_the_wrong_size_is_one_line(dirs, capsys):

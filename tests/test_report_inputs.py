@@ -24,7 +24,8 @@ def _misplace(good, case: str):
     """A second file for ``good``'s run as ``case`` makes it; returns (that file, the file named as its home)."""
     rec = json.loads(good.read_text())
     if case == "another run id":  # a record whose run_id differs from its file name
-        bad = good.with_name(f"{rec['run_id'][:-1]}0.json")
+        other = "1" if rec["run_id"].endswith("0") else "0"  # the id hashes the test's temp path: any last digit
+        bad = good.with_name(f"{rec['run_id'][:-1]}{other}.json")
         bad.write_text(json.dumps({**rec, "seed": 7}))
         return bad, good
     if case == "another scale's record":  # scale cpu inside tiny/records (tiny inside cpu/records)

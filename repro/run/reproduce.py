@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import records
-from ..checks import check_writable
+from ..checks import check_creatable, check_writable
 from ..errors import ConfigError
 from ..plan.store import plan_at
+from ..runs import run_dir
 from ..train import ddp
 from ..train.execute import DONE, record_status
 from ..train.model import register_models
@@ -27,6 +28,9 @@ def check(c: dict, doc: dict) -> list[str]:
     specs = select(c, doc)
     for folder in dict.fromkeys(records.record_dir(s.paper, s.scale) for s in specs) or [records.results_root()]:
         check_writable(folder)  # records/ or <scale>/ being a file: one line now, not a run that trains, then fails
+        check_creatable(folder.parent / "locks", "results folder", "REPRO_RESULTS_DIR")
+    for folder in dict.fromkeys(run_dir(s).parent for s in specs):  # <cache>/runs a file: not a failed record per run
+        check_creatable(folder, "cache folder", "REPRO_CACHE_DIR")
     check_records(c["paper"], bool(c.get("allow_invalid")))
     status = {s.run_id: record_status(s) for s in specs}  # a corrupt record stops us here
     seen: dict = {}
