@@ -1,4 +1,4 @@
-"""runtime.fused=true: a cell's seeds train as one fused group through the CLI (repro/train/group.py)."""
+"""runtime.fused=true: a cell's seeds train as one fused group through the CLI (repro/train/fused.py)."""
 from __future__ import annotations
 
 import json

@@ -134,7 +134,7 @@ def run_seconds(todo: list[RunSpec], rate, count=work) -> dict[str, float]:
 def units(c: dict, todo: list[RunSpec], seconds: dict[str, float], speedup: float) -> list[tuple[list, float]]:
     """What trains as one, in the command's order: each fused group the command will form (its runs' seconds
     over the measured ``speedup``) or a run alone; with the predicted seconds of each."""
-    from ..train.group import groups
+    from ..train.fused import groups
 
     grouped = {s.run_id: g for g in (groups(todo) if c["runtime"].get("fused") else []) for s in g}
     out, seen = [], set()

@@ -1,4 +1,4 @@
-"""Fused groups (``runtime.fused=true``): the runs of a cell that fuse (repro/train/group.py) trained as one
+"""Fused groups (``runtime.fused=true``): the runs of a cell that fuse (train/fused.py ``groups``) trained as one
 model on one device, each run under its own lock as when it trains alone (``locks.claim``), each recorded."""
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import traceback
 from .. import records
 from ..runs import RunSpec
 from ..train import machine
-from ..train.engine import Runtime
+from ..train.engine import Runtime, train_runs
 from ..train.execute import DONE, make_record, record_status
-from ..train.group import NotFusable, groups, train_group
+from ..train.fused import NotFusable, groups
 from .locks import claim
 
 
@@ -29,7 +29,7 @@ def train_packed(specs: list[RunSpec], rt: Runtime, say=print) -> set[str]:
             say(f"fused group of {len(held)}: {', '.join(s.run_id for s in held)}", flush=True)
             started = machine.provenance(1)
             try:
-                results = train_group(held, rt)
+                results = train_runs(held, rt)
             except (NotFusable, RuntimeError, ValueError) as e:
                 traceback.print_exc()
                 say(f"  not fused ({type(e).__name__}: {e}); these runs train alone", flush=True)

@@ -6,6 +6,8 @@ by (seed, epoch, rank), the batches of an epoch already trained are drawn again 
 global RNG states (dropout, drop path, Mixup, RandAugment, erasing) are restored from the checkpoint.
 A non-finite loss stops the run; the result says ``diverged`` and at which step.
 A fresh run with ``config["init"]`` starts from another run's final model (init_from.py).
+One loop trains one run, or K runs as one vmapped model (``runtime.fused``: fused.FusedRuns takes the step,
+each run keeps its own checkpoint, rows, record and provenance, written by the same code as a run alone).
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from ..runs import ConfigError, RunSpec, run_dir, source_spec
 from . import checkpoint, precision, preempt
 from .compiled import compile_module, graphed, step_begin
 from .ddp import Dist, all_reduce, any_rank, barrier
+from .fused import FusedRuns, NotFusable, fast_data
 from .hooks import ObjectiveStep, ProbeContext, build_losses, build_objective, probe_list, run_probes
 from .init_from import init_from_source, switch_metrics
 from .logs import TensorBoard, summary_line, write_csv
@@ -50,7 +53,7 @@ class Runtime:
     persist: bool = True         # checkpoint, CSV log, TensorBoard; false for dry runs
     checkpoint_every_s: float = 0.0  # save at an epoch end once this long since the last save (0: every epoch)
     probe_batch: int = 64
-    fused: bool = False          # train the runs that can as fused groups (repro/train/group.py)
+    fused: bool = False          # train the runs that can as fused groups (fused.groups)
 
 
 @dataclass
@@ -97,9 +100,9 @@ def _gather_rng(d: Dist) -> list:
     return states
 
 
-def _first_nonfinite(window: list, step: int, d: Dist) -> int | None:
+def _first_nonfinite(window: torch.Tensor, step: int, d: Dist) -> int | None:
     """Step number of the first non-finite loss among the last len(window) steps (any rank), or None."""
-    finite = torch.isfinite(torch.stack(window))
+    finite = torch.isfinite(window)
     if all_reduce((~finite).any().float(), d, torch_dist.ReduceOp.MAX).item() == 0:
         return None
     bad = (~finite).nonzero()
@@ -116,14 +119,143 @@ def train(spec: RunSpec, rt: Runtime, stop_at: int | None = None) -> Result:
 
     On SIGTERM (or after ``stop_at`` optimizer steps) it checkpoints where it is and raises
     preempt.Preempted; run again, it resumes there."""
-    run = _Run(spec, rt, stop_at)
-    for epoch in range(run.start_epoch, run.epochs):
-        if run.max_steps and run.step >= run.max_steps:
+    return train_runs([spec], rt, stop_at)[0]
+
+
+def train_runs(specs: list[RunSpec], rt: Runtime, stop_at: int | None = None) -> list[Result]:
+    """``train`` for one run, or for K runs as one fused model (they must fuse: fused.group_key); a Result each.
+    A fused group resumes together when its runs' checkpoints stand at one step, else NotFusable."""
+    runs = [_Run(s, rt, stop_at, wide=len(specs) > 1) for s in specs]
+    step = _Fused(runs) if len(runs) > 1 else _Plain(runs[0])
+    if len(runs) > 1:  # one clock: a fused run books its share of the group's wall time
+        for r in runs:
+            r.wall0, r.group = runs[0].wall0, [x.spec.run_id for x in runs]
+    for epoch in range(runs[0].start_epoch, runs[0].epochs):
+        live = [r for r in runs if r.diverged_step is None]
+        if live[0].max_steps and step.count >= live[0].max_steps:
             break
-        if not run.train_epoch(epoch):  # a non-finite loss
+        if not _train_epoch(runs, step, epoch):  # every run's loss went non-finite
             break
-        run.end_epoch(epoch)
-    return run.result()
+        _end_epoch([r for r in runs if r.diverged_step is None], step, epoch)
+    return [r.result() for r in runs]
+
+
+def _train_epoch(runs: list, step, epoch: int) -> bool:
+    """One epoch of optimizer steps (the rest of it, when resumed mid-epoch); False once no run is finite."""
+    live = [r for r in runs if r.diverged_step is None]
+    for r in live:
+        r.begin_epoch()
+    lead, window = live[0], []
+    for batch in step.batches(epoch):
+        window.append(step(batch))
+        done = bool(lead.max_steps) and step.count >= lead.max_steps
+        if len(window) >= lead.rt.check_every or done:
+            if not _add(runs, window):
+                return False
+            window = []
+            if not done and _stop(step.count, lead.stop_at, lead.d):
+                step.sync()
+                for r in runs:
+                    if r.diverged_step is None:
+                        r.save_partial(epoch)
+                barrier(lead.d)
+                raise _stopped(runs, f"epoch {epoch + 1}, batch {lead.tally['steps']} of {lead.steps_per_epoch}")
+        if done:
+            break
+    return _add(runs, window) if window else True
+
+
+def _add(runs: list, window: list) -> bool:
+    """Each finite run adds its column of a window of step losses (steps x runs); whether any is still finite."""
+    losses = torch.stack(window)
+    for k, r in enumerate(runs):
+        if r.diverged_step is None:
+            r.add(losses[:, k])
+    return any(r.diverged_step is None for r in runs)
+
+
+def _end_epoch(live: list, step, epoch: int) -> None:
+    """Each run's row (evaluation when due, probes), logs and checkpoint; stops here on SIGTERM."""
+    step.sync()
+    for r in live:
+        r.close_epoch(epoch)
+    lead = live[0]
+    last = lead.is_last(epoch)
+    stop = not last and _stop(step.count, lead.stop_at, lead.d)  # SIGTERM during evaluation or probes
+    save = last or stop or time.perf_counter() - lead.last_save >= lead.rt.checkpoint_every_s
+    for r in live:
+        r.keep(epoch, save)
+    barrier(lead.d)
+    if stop:
+        raise _stopped(live, f"end of epoch {epoch + 1}")
+
+
+def _stopped(runs: list, where: str) -> preempt.Preempted:
+    r = runs[0]
+    what = f"checkpointed at step {r.step} ({where})" if r.rt.persist else f"stopped at step {r.step}"
+    why = preempt.cause() or f"stop_at={r.stop_at}"
+    names = ", ".join(x.spec.run_id for x in runs)
+    return preempt.Preempted(f"{why}: {'fused group ' if len(runs) > 1 else ''}{names} {what}; "
+                             f"run the same command again to resume it")
+
+
+class _Plain:
+    """One run's own step: its model (under DDP or torch.compile), optimizer, scaler, EMA and loss terms."""
+
+    def __init__(self, run: "_Run"):
+        self.run = run
+
+    @property
+    def count(self) -> int:
+        return self.run.step
+
+    def batches(self, epoch: int):
+        return self.run._batches(epoch)
+
+    def __call__(self, batch) -> torch.Tensor:
+        return self.run._step(*batch).reshape(1)
+
+    def sync(self) -> None:
+        pass
+
+
+class _Fused:
+    """K runs' steps as one vmapped model (fused.FusedRuns): their weights and AdamW moments live there while
+    they train; ``sync`` writes them back into each run's own model and optimizer, to evaluate and checkpoint."""
+
+    def __init__(self, runs: list):
+        points = {(r.start_epoch, r.step) for r in runs}
+        if len(points) > 1:
+            raise NotFusable(f"checkpoints at different points {sorted(points)}")
+        lead, self.runs = runs[0], runs
+        if lead.amp_dtype is torch.float16:
+            raise NotFusable("fp16 autocast needs a grad scaler per run")
+        self.fused = FusedRuns([r.model for r in runs], [r.recipe for r in runs], lead.epochs,
+                               lead.steps_per_epoch, lead.criterion, lead.amp_dtype, compile=lead.rt.compile,
+                               schedules=[(r.optimizer, r.scheduler) for r in runs])
+        self.fused.step_count = lead.step
+        for k, r in enumerate(runs):
+            self.fused.load_moments(k, r.model, r.optimizer)
+
+    @property
+    def count(self) -> int:
+        return self.fused.step_count
+
+    def batches(self, epoch: int):
+        return zip(*(r._batches(epoch) for r in self.runs))
+
+    def __call__(self, batches) -> torch.Tensor:
+        losses = self.fused.step(torch.stack([b[0] for b in batches]), torch.stack([b[1] for b in batches]))
+        for r in self.runs:
+            if r.diverged_step is None:
+                r.step += 1
+                r.tally["steps"] += 1
+        return losses
+
+    def sync(self) -> None:
+        for k, r in enumerate(self.runs):
+            if r.diverged_step is None:
+                self.fused.store(k, r.model, r.optimizer)
 
 
 def _record(spec: RunSpec) -> str:
@@ -142,10 +274,11 @@ def start_state(spec: RunSpec, path) -> tuple[dict | None, dict | None]:
 class _Run:
     """One run's state, from setup (fresh or from its checkpoint) to its Result: what ``train`` loops over."""
 
-    def __init__(self, spec: RunSpec, rt: Runtime, stop_at: int | None):
+    def __init__(self, spec: RunSpec, rt: Runtime, stop_at: int | None, wide: bool = False):
         self.wall0 = time.perf_counter()
         self.spec, self.rt, self.stop_at, self.d = spec, rt, stop_at, rt.dist
-        self.cfg, self.recipe = spec.config, spec.config["recipe"]
+        self.cfg = {**spec.config, "data": fast_data(spec.config)} if wide else spec.config  # a fused run's batches
+        self.recipe, self.group = spec.config["recipe"], None  # group: the run ids it trains fused with
         self.out_dir = run_dir(spec)
         if rt.persist and self.d.is_main:  # a fresh clone, or a cleared cache, has none yet
             self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -163,12 +296,12 @@ class _Run:
         else:
             random_seed(spec.seed, self.d.rank)
         self._note_device()
-        self.train_model = self._wrap()
+        self.train_model = None if wide else self._wrap()
         self.compiled_as = self.rt.compile_mode if self.rt.compile else None  # None: eager
         self.probe_images = self.data.test.sample(rt.probe_batch) if self.probes else None
         self.last_save = time.perf_counter()
         self.bar = tqdm(total=self.total_steps, initial=min(self.step, self.total_steps), desc=spec.run_id,
-                        leave=False, dynamic_ncols=True, disable=None if rt.progress and self.d.is_main else True)
+                        leave=False, dynamic_ncols=True, disable=None if rt.progress and self.d.is_main and not wide else True)
         self.tb = TensorBoard(self.out_dir / "tb", rt.tensorboard and self.d.is_main and rt.persist)
 
     # ---- setup
@@ -244,26 +377,12 @@ class _Run:
         return train_model
 
     # ---- loop
-    def train_epoch(self, epoch: int) -> bool:
-        """One epoch of optimizer steps (the rest of it, when resumed mid-epoch); False if the loss went non-finite."""
-        self.model.train()
+    def begin_epoch(self) -> None:
         p = self.partial
         self.tally = {"t0": time.perf_counter() - p.get("seconds", 0.0), "loss_sum": p.get("loss_sum", 0.0),
                       "n_loss": p.get("n_loss", 0), "steps": p.get("steps", 0),
                       "term_sums": dict(p.get("term_sums") or {})}
-        window = []
-        for x, y in self._batches(epoch):
-            window.append(self._step(x, y))
-            done = bool(self.max_steps) and self.step >= self.max_steps
-            if len(window) >= self.rt.check_every or done:
-                if not self._add(window):
-                    return False
-                window = []
-                if not done and _stop(self.step, self.stop_at, self.d):
-                    self._stop_mid_epoch(epoch)
-            if done:
-                break
-        return self._add(window) if window else True
+        self.model.train()
 
     def _batches(self, epoch: int):
         batches = self.data.train.epoch(epoch)
@@ -308,48 +427,46 @@ class _Run:
         loss = loss.detach().float()
         return loss.clone() if graphed(self.compiled_as, self.d.device) else loss  # a graph's output is rewritten next step
 
-    def _add(self, window: list) -> bool:
-        """Add a window of step losses to the epoch's sum; False (and where) if one is non-finite."""
+    def add(self, window: torch.Tensor) -> None:
+        """Add a window of step losses to the epoch's sum, unless one is non-finite (then: where)."""
         self.diverged_step = _first_nonfinite(window, self.step, self.d)
-        if self.diverged_step is not None:
-            return False
-        self.tally["loss_sum"] += torch.stack(window).sum().item()
-        self.tally["n_loss"] += len(window)
-        return True
+        if self.diverged_step is None:
+            self.tally["loss_sum"] += window.sum().item()
+            self.tally["n_loss"] += len(window)
 
-    def _stop_mid_epoch(self, epoch: int):
+    def save_partial(self, epoch: int) -> None:
+        """Checkpoint a stopped epoch's progress, to resume at its next batch."""
         t = self.tally
         if self.rt.persist:
             self.save(epoch, steps=t["steps"], loss_sum=t["loss_sum"], n_loss=t["n_loss"],
                       term_sums={k: float(v) for k, v in t["term_sums"].items()}, seconds=time.perf_counter() - t["t0"])
-        barrier(self.d)
-        raise self._stopped(f"epoch {epoch + 1}, batch {t['steps']} of {self.steps_per_epoch}")
 
     # ---- evaluate, checkpoint
-    def end_epoch(self, epoch: int) -> None:
-        """Schedule, the epoch's row (evaluation when due, probes), logs and checkpoint; stops here on SIGTERM."""
+    def is_last(self, epoch: int) -> bool:
+        return epoch == self.epochs - 1 or (bool(self.max_steps) and self.step >= self.max_steps)
+
+    def close_epoch(self, epoch: int) -> None:
+        """Schedule, time and the epoch's row (evaluation when due, probes)."""
         self.scheduler.step(epoch + 1)
         if self.d.device.type == "cuda":
             torch.cuda.synchronize(self.d.device)
         epoch_s = time.perf_counter() - self.tally["t0"]
         self.spent["train_s"] += epoch_s
         self.spent["images"] += self.tally["steps"] * self.global_batch
-        last = epoch == self.epochs - 1 or (bool(self.max_steps) and self.step >= self.max_steps)
+        last = self.is_last(epoch)
         self.history.append(_jsonable(self._row(epoch, epoch_s, evaluate_now=last or (
             self.eval_every and (epoch + 1) % self.eval_every == 0))))
         if self.d.is_main:
             self.bar.write(summary_line(self.spec.run_id, self.history[-1], self.epochs))
-        stop = not last and _stop(self.step, self.stop_at, self.d)  # SIGTERM during evaluation or probes
-        due = last or stop or time.perf_counter() - self.last_save >= self.rt.checkpoint_every_s
+
+    def keep(self, epoch: int, save: bool) -> None:
+        """The epoch's logs, and its checkpoint when ``save`` (on any rank: every rank gathers its RNG state)."""
         if self.d.is_main and self.rt.persist:
             write_csv(self.out_dir / "log.csv", self.history)
             self.tb.log(self.history[-1])
-        if self.rt.persist and any_rank(due, self.d):  # every rank gathers its RNG state: agree first
+        if self.rt.persist and any_rank(save, self.d):
             self.save(epoch + 1)
             self.last_save = time.perf_counter()
-        barrier(self.d)
-        if stop:
-            raise self._stopped(f"end of epoch {epoch + 1}")
 
     def _row(self, epoch: int, epoch_s: float, evaluate_now: bool) -> dict:
         t = self.tally
@@ -381,13 +498,12 @@ class _Run:
                 "ema": self.ema.state_dict() if self.ema is not None else None,
                 "objective": self.objective.state_dict() if self.objective is not None else None, "rng": rngs,
                 "history": self.history,
-                "spent": dict(self.spent, wall_s=self.spent["wall_s"] + time.perf_counter() - self.wall0),
+                "spent": dict(self.spent, wall_s=self.spent["wall_s"] + self._wall()),
                 "switch": self.switch, "partial": progress})
 
-    def _stopped(self, where: str) -> preempt.Preempted:
-        what = f"checkpointed at step {self.step} ({where})" if self.rt.persist else f"stopped at step {self.step}"
-        why = preempt.cause() or f"stop_at={self.stop_at}"
-        return preempt.Preempted(f"{why}: {self.spec.run_id} {what}; run the same command again to resume it")
+    def _wall(self) -> float:
+        """Seconds since this process took the run up: a fused run's share of its group's."""
+        return (time.perf_counter() - self.wall0) / len(self.group or [self])
 
     # ---- result
     def result(self) -> Result:
@@ -411,14 +527,16 @@ class _Run:
 
     def _provenance(self) -> dict:
         spent, amp = self.spent, self.amp_dtype
-        provenance = {"wall_s": spent["wall_s"] + time.perf_counter() - self.wall0, "train_s": spent["train_s"],
+        provenance = {"wall_s": spent["wall_s"] + self._wall(), "train_s": spent["train_s"],
                       "images_per_s": spent["images"] / spent["train_s"] if spent["train_s"] else None,
                       "bf16": amp is torch.bfloat16, "amp": str(amp).replace("torch.", "") if amp else None,
                       "compile": self.rt.compile, "deterministic": self.rt.deterministic, "data": self.data.info,
-                      "fingerprint": self.spec.fingerprint, **trained_how(self.spec.run_id),
+                      "fingerprint": self.spec.fingerprint, **trained_how(self.spec.run_id, self.group or ()),
                       **precision.provenance(self.d.device, self.cfg.get("cpu_precision"), amp)}
         if self.rt.compile:
             provenance["compile_mode"] = self.rt.compile_mode
+        if self.group:
+            provenance["group_wall_s"] = time.perf_counter() - self.wall0
         if self.rt.fused_optimizer:
             provenance["fused_optimizer"] = True
         if self.source is not None:

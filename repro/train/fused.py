@@ -18,12 +18,15 @@ nothing random is shared.
 from __future__ import annotations
 
 import copy
+import json
 import math
 
 import torch
 from torch.func import functional_call, stack_module_state, vmap
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from ..data import choose_pipeline
+from ..runs import RunSpec
 from . import precision
 from .recipe import build_optimizer, build_scheduler, learning_rate
 
@@ -33,6 +36,41 @@ VMAP_SAFE_SDPA = [SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION, SDPBac
 
 # recipe keys that may differ between the runs of a group; every other key must be equal
 PER_RUN = ("lr", "base_lr", "clip_grad")
+
+
+class NotFusable(ValueError):
+    """A group whose runs cannot continue together (e.g. checkpoints at different steps)."""
+
+
+def fast_data(config: dict) -> dict | None:
+    """The data config a fused run trains on (the fast path), or None when its batches would differ."""
+    data, recipe = config["data"], config["recipe"]
+    pipeline = choose_pipeline(data)
+    draws_nothing = not recipe.get("aa") and not float(recipe.get("reprob") or 0) \
+        and not float(recipe.get("mixup") or 0) and not float(recipe.get("cutmix") or 0)
+    return {**data, "pipeline": "fastpath"} if pipeline == "fastpath" or (pipeline == "tensor" and draws_nothing) else None
+
+
+def group_key(spec: RunSpec) -> str | None:
+    """Runs with the same key fuse: training runs of one paper and scale whose configs are equal but for the
+    seed and ``PER_RUN``, on the fast path's data (or the tensor pipeline's, when it draws the same batches),
+    with no extra losses, objective, probes, EMA or init source. None: this run trains alone."""
+    c = spec.config
+    if (spec.kind != "train" or any(c.get(k) for k in ("losses", "objective", "probes", "init"))
+            or c["recipe"].get("ema") or fast_data(c) is None):
+        return None
+    shared = {**c, "recipe": {k: v for k, v in c["recipe"].items() if k not in PER_RUN}}
+    return json.dumps([spec.paper, spec.scale, shared], sort_keys=True, default=str)
+
+
+def groups(specs: list[RunSpec]) -> list[list[RunSpec]]:
+    """The groups of two or more runs among ``specs``, in order of their first run."""
+    by_key: dict[str, list[RunSpec]] = {}
+    for s in specs:
+        key = group_key(s)
+        if key is not None:
+            by_key.setdefault(key, []).append(s)
+    return [g for g in by_key.values() if len(g) > 1]
 
 
 def check_group(recipes: list[dict]) -> None:
@@ -65,10 +103,12 @@ def clipped_adamw(params: list, grads: list, exp_avg: list, exp_avg_sq: list, de
 
 
 class FusedRuns:
-    """The stacked parameters, per-run AdamW state and schedules of K runs; ``step`` trains all K once."""
+    """The stacked parameters, per-run AdamW state and schedules of K runs; ``step`` trains all K once.
+    ``schedules``: each run's own (optimizer, timm scheduler) pair, whose lr the step reads (the engine's)."""
 
     def __init__(self, models: list[torch.nn.Module], recipes: list[dict], epochs: int, steps_per_epoch: int,
-                 criterion: torch.nn.Module, amp_dtype: torch.dtype | None = None, compile: bool = False):
+                 criterion: torch.nn.Module, amp_dtype: torch.dtype | None = None, compile: bool = False,
+                 schedules: list[tuple] | None = None):
         check_group(recipes)
         self.k, self.criterion, self.amp_dtype = len(models), criterion, amp_dtype
         params, self.buffers = stack_module_state(models)
@@ -82,8 +122,10 @@ class FusedRuns:
         self.moments = {n: (torch.zeros_like(p), torch.zeros_like(p)) for n, p in self.params.items()}
         self.clip = torch.tensor([float(r.get("clip_grad") or math.inf) for r in recipes], device=self.device)
         # per run, timm's schedule on a one-parameter optimizer: its lr is the run's lr at each step
-        self.lr_holders = [torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=learning_rate(r)) for r in recipes]
-        self.schedulers = [build_scheduler(o, r, epochs, steps_per_epoch) for o, r in zip(self.lr_holders, recipes)]
+        if schedules is None:
+            holders = [torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=learning_rate(r)) for r in recipes]
+            schedules = [(o, build_scheduler(o, r, epochs, steps_per_epoch)) for o, r in zip(holders, recipes)]
+        self.lr_holders, self.schedulers = [o for o, _ in schedules], [s for _, s in schedules]
         self.step_count, self.grad_norm = 0, torch.zeros(self.k, device=self.device)
         self.update = torch.compile(clipped_adamw, dynamic=False) if compile else clipped_adamw
 
@@ -128,6 +170,21 @@ class FusedRuns:
     def _loss_free(self, params: dict, buffers: dict, x: torch.Tensor) -> torch.Tensor:
         with precision.autocast(x.device, self.amp_dtype):
             return functional_call(self.base, (params, buffers), (x,)).float()
+
+    def load_moments(self, k: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+        """Run k's AdamW moments from its own optimizer (restored from its checkpoint; fresh: none)."""
+        for name, p in model.named_parameters():
+            if p in optimizer.state:
+                self.moments[name][0][k] = optimizer.state[p]["exp_avg"]
+                self.moments[name][1][k] = optimizer.state[p]["exp_avg_sq"]
+
+    def store(self, k: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+        """Run k's weights and AdamW state into its own model and optimizer, as torch's AdamW keeps them."""
+        model.load_state_dict(self.model_state(k))
+        for name, p in model.named_parameters():
+            optimizer.state[p] = {"step": torch.tensor(float(self.step_count)),
+                                  "exp_avg": self.moments[name][0][k].clone(),
+                                  "exp_avg_sq": self.moments[name][1][k].clone()}
 
     def model_state(self, k: int) -> dict:
         """Run k's weights as its own model's state_dict."""
