@@ -114,3 +114,26 @@ def test_a_finished_fused_group_into_a_fresh_results_folder_trains_again(dirs, t
     for run_id in again:
         state = torch.load(dirs["cache"] / "runs" / pid / "tiny" / run_id / "last.pt", weights_only=True)
         assert state["record"] == str((fresh / pid / "tiny" / "records" / f"{run_id}.json").resolve())
+
+
+def test_a_fused_run_that_diverges_stops_alone_and_its_group_trains_on(dirs, monkeypatch):
+    """One engine for both: a non-finite loss ends that run (its record says where), the other run of the
+    group finishes every epoch, as each would alone."""
+    pid = dirs["pid"]
+    args = fast_args(pid, "tables=[table2]", "seeds=2", "recipe.epochs=2", *NO_AUG, "runtime.fused=true",
+                     "report=false")
+    real_step = FusedRuns.step
+
+    def step(self, *a):
+        losses = real_step(self, *a)
+        return torch.where(torch.arange(len(losses)) == 1, losses + (torch.nan if self.step_count >= 3 else 0), losses)
+    monkeypatch.setattr(FusedRuns, "step", step)
+    assert main(["reproduce", *args]) == 0
+    fused = [r for r in records.load_records(pid, root=dirs["results"])[0] if r["provenance"]["trained"] == "fused"]
+    assert fused
+    for cell in {json.dumps(r["cell"], sort_keys=True) for r in fused}:
+        recs = sorted((r for r in fused if json.dumps(r["cell"], sort_keys=True) == cell), key=lambda r: r["seed"])
+        assert [r["status"] for r in recs] == ["finished", "diverged"]
+        done, stopped = recs[0]["metrics"], recs[1]["metrics"]
+        assert stopped["diverged_step"] == 3 and len(stopped["history"]) < len(done["history"]) == done["epochs"]
+        assert "top1" in done and "top1" not in stopped
