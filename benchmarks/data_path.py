@@ -3,10 +3,11 @@
     python -m benchmarks.data_path                  # CIFAR-10 JPEG copy under REPRO_DATA_DIR, else synthetic
     python -m benchmarks.data_path --synthetic      # same shapes, no dataset needed
 
-Times three loops of the engine's training step, in one process on one device:
+Times three loops of the engine's own training step (engine.stepper), in one process on one device:
   data:  the batch from the device-resident uint8 tensor, crop + flip + RandAugment + normalise +
-         random erasing (repro/data/batch_aug.py), then timm Mixup/CutMix; no model;
-  model: forward, backward and AdamW step on one fixed batch (bf16 autocast on GPU);
+         random erasing (repro/data/batch_aug.py); no model;
+  model: the engine's step on one fixed batch: timm Mixup/CutMix, forward, backward and AdamW (bf16
+         autocast on GPU);
   step:  both, as repro/train/engine.py runs them.
 The fraction of step time outside the model is 1 - model/step. Each loop is timed over all its steps
 with one device sync at the end (a sync per step would serialise the GPU). Recipe: DeiT's with the
@@ -16,7 +17,6 @@ results/bench/<device>-data_path.json.
 from __future__ import annotations
 
 import argparse
-import itertools
 import time
 from pathlib import Path
 
@@ -29,9 +29,9 @@ from tabulate import tabulate
 import repro
 import repro.models  # noqa: F401  (registers repro_*)
 from benchmarks.device import device_name, peak_flops, save
-from repro.data import DataError, build_data
+from benchmarks.engine_runs import engine_steps, run_spec
+from repro.data import DataError
 from repro.models.cost import count_macs
-from repro.train.recipe import build_criterion, build_mixup, build_optimizer
 
 
 def run_config(scale: str, synthetic: bool, batch: int | None) -> dict:
@@ -70,42 +70,16 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _data(data_cfg: dict, recipe: dict, device: torch.device, images: int):
-    """The scale's data, or synthetic pixels of its shape, at least ``images`` of them (the synthetic
-    default, 50 a class, is under one GPU batch of 512)."""
-    if not data_cfg.get("synthetic"):
+def engine_step(cfg: dict, model: str, steps: int, device: torch.device, compile_: bool = False):
+    """(the engine's endless batches, its step on one batch) for a run of ``model`` at ``cfg``: on the
+    scale's data, or synthetic pixels of its shape when that is not on disk (enough for ``steps`` batches)."""
+    mode = "default" if compile_ else None
+    if not cfg["data"].get("synthetic"):
         try:
-            return build_data(data_cfg, recipe, seed=0, device=device)
+            return engine_steps([run_spec(cfg, model, steps)], device, mode)
         except DataError as e:  # pixel values do not change the cost of any op timed here
             print(f"note: {e}\nnote: timing synthetic images of the same shape instead")
-    classes = int(data_cfg.get("num_classes") or 10)
-    synthetic = {**data_cfg, "synthetic": True, "max_per_class": max(50, -(-images // classes))}
-    return build_data(synthetic, recipe, seed=0, device=device)
-
-
-def _step_fns(args, recipe: dict, data, device: torch.device):
-    """(next_batch, model_step): the engine's data path and its forward/backward/AdamW step, separately."""
-    mixup = build_mixup(recipe, data.num_classes)
-    criterion = build_criterion(recipe, mixup)
-    model = timm.create_model(args.model, num_classes=data.num_classes,
-                              drop_path_rate=float(recipe.get("drop_path", 0.0))).to(device).train()
-    train_model = torch.compile(model) if args.compile else model
-    optimizer = build_optimizer(model, recipe)
-    cuda = device.type == "cuda"
-    amp = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else torch.autocast("cpu", enabled=False)
-    batches = (b for epoch in itertools.count() for b in data.train.epoch(epoch))
-
-    def next_batch():
-        x, y = next(batches)
-        return mixup(x, y) if mixup is not None else (x, y)
-
-    def model_step(x, targets):
-        with amp:
-            loss = criterion(train_model(x), targets)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-    return next_batch, model_step
+    return engine_steps([run_spec(cfg, model, steps, data={"synthetic": True})], device, mode)
 
 
 def main(argv=None) -> None:
@@ -116,16 +90,13 @@ def main(argv=None) -> None:
     recipe, data_cfg = cfg["recipe"], cfg["data"]
     steps = args.steps or (50 if cuda else 5)
     batch = int(recipe["batch_size"])
-    data = _data(data_cfg, recipe, device, images=batch * (steps + 2))
-    if data.train.steps_per_epoch < steps + 2:
-        raise SystemExit(f"{data.info['train']}: {data.train.steps_per_epoch} batches of {batch} per epoch, "
-                         f"fewer than the {steps + 2} needed; lower --steps or --batch")
-    next_batch, model_step = _step_fns(args, recipe, data, device)
+    batches, step = engine_step(cfg, args.model, steps + 2, device, args.compile)
+    data = step.run.data
     macs = count_macs(timm.create_model(args.model, num_classes=data.num_classes), int(data_cfg["img_size"]))
-    fixed = next_batch()
-    t_data = timed(next_batch, steps, device)
-    t_model = timed(lambda: model_step(*fixed), steps, device)
-    t_step = timed(lambda: model_step(*next_batch()), steps, device)
+    fixed = next(batches)
+    t_data = timed(lambda: next(batches), steps, device)
+    t_model = timed(lambda: step(fixed), steps, device)
+    t_step = timed(lambda: step(next(batches)), steps, device)
     outside = max(0.0, 1 - t_model / t_step)
     peak = peak_flops(device_name())
     images_s = batch / t_step

@@ -4,12 +4,13 @@
     python -m benchmarks.fastpath --variants eager,reduce-overhead+fused   # which ways to run the step
     python -m benchmarks.fastpath --processes      # also the K runs as K concurrent processes
 
-On synthetic uint8 pixels of CIFAR's shape (pixel values change the cost of no op timed here), one device:
-  engine_img_s_before  the engine's step as it runs today (benchmarks/data_path.py: tensor pipeline with
-                       RandAugment per group of 16, timm Mixup/CutMix, the model step), the `small` recipe;
-  step_img_s           the fast path (repro/data/fastpath.py: RandAugment per image, erasing and
-                       Mixup/CutMix as tensor ops) and the same model step, the loss summed on the device,
-                       in the fastest of its variants (``variants``: eager or a torch.compile mode, "+fused"
+Every loop is the engine's own step (engine.stepper, benchmarks/engine_runs.py), on synthetic uint8 pixels
+of CIFAR's shape (pixel values change the cost of no op timed here), one device:
+  engine_img_s_before  the engine's step on the tensor pipeline (RandAugment per group of 16, timm
+                       Mixup/CutMix in the step), eager, the `small` recipe;
+  step_img_s           the engine's step on the fast path (``data.pipeline=fastpath``, repro/data/fastpath.py:
+                       RandAugment per image, erasing and Mixup/CutMix as tensor ops), in the fastest of its
+                       variants (``variants``: eager or a torch.compile mode, "+fused"
                        for the fused AdamW kernel; each with its first steps' seconds, compile included);
                        its stages timed with CUDA events on a GPU, perf_counter on a CPU;
   data_share           the share of that variant's step outside the model: 1 - (its model step alone on a
@@ -17,7 +18,8 @@ On synthetic uint8 pixels of CIFAR's shape (pixel values change the cost of no o
   mfu                  counted FLOPs x 3 x step_img_s / the device's dense bf16 peak (benchmarks/device.py);
                        null on a CPU, for which no peak is stated;
   packed_speedup       K cpu-size runs (the cpu scale's recipe and batch) fused into one batched model
-                       (repro/train/fused.py), aggregate images/s, against the same runs one at a time.
+                       (the engine's K-wide step, repro/train/fused.py), aggregate images/s, against the same
+                       runs one at a time.
 Each loop is timed over all its steps with one device sync at its end; the engine's first, then each
 variant's step and model step alternating in rounds (2 on a CPU), each keeping its best. Writes
 results/bench/<device>-fastpath.json.
@@ -26,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import itertools
 import multiprocessing as mp
 import os
 import time
@@ -37,15 +38,12 @@ import torch
 from tabulate import tabulate
 
 import repro.models  # noqa: F401  (registers repro_*)
-from benchmarks.data_path import _data, _step_fns, run_config, timed
+from benchmarks.data_path import run_config, timed
 from benchmarks.device import device_name, peak_flops, save
+from benchmarks.engine_runs import engine_steps, run_spec
 from repro.checks import COMPILE_MODES
-from repro.data.fastpath import FastPath
 from repro.models.cost import count_macs
 from repro.records import git_state
-from repro.train.compiled import compile_module, step_begin
-from repro.train.fused import FusedRuns
-from repro.train.recipe import build_criterion, build_optimizer
 
 PACK_MODEL = {"depth": 6, "embed_dim": 96, "num_heads": 6}  # ConViT's cpu-scale DeiT (width 96, 32 px, patch 4)
 GPU_VARIANTS = ("eager", "default", "default+fused", "reduce-overhead+fused")
@@ -87,16 +85,6 @@ def alternated(rounds: int, steps: int, device: torch.device, **loops) -> dict[s
     return best
 
 
-def synthetic(n: int, device: torch.device, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randint(0, 256, (n, 3, 32, 32), dtype=torch.uint8, generator=g).to(device),
-            torch.randint(0, 10, (n,), generator=g).to(device))
-
-
-def _amp(device: torch.device):
-    return torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
-
-
 def parse_variant(name: str) -> tuple[str | None, bool]:
     """'reduce-overhead+fused' -> (torch.compile mode or None for eager, fused AdamW)."""
     mode, plus, extra = name.partition("+")
@@ -106,73 +94,46 @@ def parse_variant(name: str) -> tuple[str | None, bool]:
     return (None if mode == "eager" else mode), bool(plus)
 
 
-def run_steps(model_name: str, kwargs: dict, recipe: dict, data_cfg: dict, images, labels, seed: int,
-              device: torch.device, mode: str | None = None, stages: Stages | None = None, fused_opt: bool = False):
-    """(step, model_step, a fixed batch) of one run on the fast path: ``step`` draws a batch and trains on it;
-    ``mode`` None runs the model eagerly, else under torch.compile in that mode."""
-    batch = int(recipe["batch_size"])
-    loader = FastPath(images, labels, batch, recipe, data_cfg, 10, seed, device=device)
-    batches = (b for epoch in itertools.count() for b in loader.epoch(epoch))
-    torch.manual_seed(seed)
-    model = timm.create_model(model_name, num_classes=10, drop_path_rate=float(recipe.get("drop_path") or 0),
-                              **kwargs).to(device).train()
-    forward = compile_module(model, mode) if mode else model
-    optimizer = build_optimizer(model, recipe, fused=fused_opt)
-    criterion = build_criterion(recipe, True if loader.mixes else None)
-    loss_sum = torch.zeros((), device=device)
+def run_steps(cfg: dict, model, steps: int, device: torch.device, mode: str | None = None,
+              stages: Stages | None = None, fused_opt: bool = False, pipeline: str = "fastpath", seed: int = 0):
+    """(step, model_step, a fixed batch) of the engine's run of ``model`` at ``cfg`` on ``pipeline``: ``step``
+    draws a batch and trains on it, ``model_step`` trains on a given one; ``mode`` None runs the model
+    eagerly, else under torch.compile in that mode."""
+    spec = run_spec(cfg, model, steps, seed, data={"synthetic": True, "pipeline": pipeline})
+    batches, train = engine_steps([spec], device, mode, fused_opt)
     stage = stages or (lambda name: contextlib.nullcontext())
-
-    def model_step(x, targets):
-        step_begin(mode, device)  # the loss is read (summed) before the next replay rewrites the logits
-        with _amp(device):
-            loss = criterion(forward(x), targets)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        loss_sum.add_(loss.detach().float())  # progress stays on the device: no host sync per step
 
     def step():
         with stage("data"):
-            x, targets = next(batches)
+            batch = next(batches)
         with stage("model"):
-            model_step(x, targets)
-    return step, model_step, next(batches)
+            train(batch)
+    return step, train, next(batches)
 
 
 def packed(k: int, cfg: dict, steps: int, device: torch.device, rounds: int = 1, compile_: bool = False) -> dict:
     """Aggregate images/s of K cpu-size runs fused, and of one of them alone (the K cost the same)."""
-    recipe, data_cfg, batch = cfg["recipe"], cfg["data"], int(cfg["recipe"]["batch_size"])
-    images, labels = synthetic(batch * (steps + 2), device)
-    name = "repro_deit_tiny_c32"
-    loaders = [FastPath(images, labels, batch, recipe, data_cfg, 10, seed, device=device) for seed in range(k)]
-    models = []
-    for seed in range(k):
-        torch.manual_seed(seed)
-        models.append(timm.create_model(name, num_classes=10, **PACK_MODEL).to(device))
-    amp = torch.bfloat16 if device.type == "cuda" else None
-    fused = FusedRuns(models, [recipe] * k, 1, loaders[0].steps_per_epoch, build_criterion(recipe, None), amp,
-                      compile=compile_)
-    streams = [(b for e in itertools.count() for b in ld.epoch(e)) for ld in loaders]
-
-    def fused_step():
-        xs, ts = zip(*(next(s) for s in streams))
-        fused.step(torch.stack(xs), torch.stack(ts))
-    one, _, _ = run_steps(name, PACK_MODEL, recipe, data_cfg, images, labels, 0, device, "default" if compile_ else None)
-    t = alternated(rounds, steps, device, fused=fused_step, alone=one)
+    batch, name, model = int(cfg["recipe"]["batch_size"]), "repro_deit_tiny_c32", _pack_model()
+    data = {"synthetic": True, "pipeline": "fastpath"}
+    batches, fused = engine_steps([run_spec(cfg, model, steps + 2, seed, data=data) for seed in range(k)], device,
+                                  "default" if compile_ else None)
+    one, _, _ = run_steps(cfg, model, steps + 2, device, "default" if compile_ else None)
+    t = alternated(rounds, steps, device, fused=lambda: fused(next(batches)), alone=one)
     t_fused, t_alone = t["fused"], t["alone"]
     return {"packed_runs": k, "packed_model": f"{name} {PACK_MODEL}", "packed_batch": batch,
             "packed_fused_img_s": k * batch / t_fused, "packed_alone_img_s": batch / t_alone,
             "packed_speedup": t_alone * k / t_fused}
 
 
+def _pack_model() -> dict:
+    return {"name": "repro_deit_tiny_c32", "kwargs": dict(PACK_MODEL)}
+
+
 def _alone_in_process(job: tuple) -> float:
     cfg, steps, device, threads = job
     torch.set_num_threads(threads)
-    batch = int(cfg["recipe"]["batch_size"])
-    images, labels = synthetic(batch * (steps + 2), torch.device(device))
-    step, _, _ = run_steps("repro_deit_tiny_c32", PACK_MODEL, cfg["recipe"], cfg["data"], images, labels, 0,
-                           torch.device(device))
-    return batch / timed(step, steps, torch.device(device))
+    step, _, _ = run_steps(cfg, _pack_model(), steps + 2, torch.device(device))
+    return int(cfg["recipe"]["batch_size"]) / timed(step, steps, torch.device(device))
 
 
 def processes(k: int, cfg: dict, steps: int, device: torch.device) -> float:
@@ -185,10 +146,9 @@ def variant(name: str, model: str, cfg: dict, steps: int, rounds: int, device: t
     """One way of running the fast path's step: its images/s, its model step alone on a fixed batch, the share
     of its step outside the model, its stages, and its first steps' seconds (compile and graph capture)."""
     mode, fused_opt = parse_variant(name)
-    recipe, data_cfg, batch = cfg["recipe"], cfg["data"], int(cfg["recipe"]["batch_size"])
-    images, labels = synthetic(batch * (steps + 2), device)
+    batch = int(cfg["recipe"]["batch_size"])
     stages = Stages(device)
-    step, model_step, fixed = run_steps(model, {}, recipe, data_cfg, images, labels, 0, device, mode, stages, fused_opt)
+    step, model_step, fixed = run_steps(cfg, model, steps + 2, device, mode, stages, fused_opt)
     t0 = time.perf_counter()
     for _ in range(3):  # CUDA graph trees warm up, then record, then replay
         step()
@@ -196,7 +156,7 @@ def variant(name: str, model: str, cfg: dict, steps: int, rounds: int, device: t
         torch.cuda.synchronize(device)
     first_s = time.perf_counter() - t0
     stages.marks.clear()
-    t = alternated(rounds, steps, device, fast=step, model=lambda: model_step(*fixed))
+    t = alternated(rounds, steps, device, fast=step, model=lambda: model_step(fixed))
     return {"step_img_s": batch / t["fast"], "model_img_s": batch / t["model"], "first_steps_s": first_s,
             "data_share": max(0.0, 1 - t["model"] / t["fast"]), "stage_s": stages.seconds()}
 
@@ -240,12 +200,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def fast_path(args, cfg: dict, names: list[str], steps: int, rounds: int, device: torch.device) -> dict:
     """Today's engine step, then the fast path in each variant; the numbers of the fastest, and a table."""
-    recipe, data_cfg, batch = cfg["recipe"], cfg["data"], int(cfg["recipe"]["batch_size"])
-    # today's engine step (its own tensor pipeline over a synthetic dataset of the same shape)
-    data = _data(data_cfg, recipe, device, images=batch * (steps + 2))
-    next_batch, engine_step = _step_fns(argparse.Namespace(model=args.model, compile=False), recipe, data, device)
-    t_engine = alternated(rounds, steps, device, engine=lambda: engine_step(*next_batch()))["engine"]
-    del data, next_batch, engine_step
+    batch = int(cfg["recipe"]["batch_size"])
+    engine_step, _, _ = run_steps(cfg, args.model, steps + 2, device, pipeline="tensor")  # the tensor pipeline
+    t_engine = alternated(rounds, steps, device, engine=engine_step)["engine"]
+    del engine_step
     measured = variants(names, args.model, cfg, steps, rounds, device)
     ok = {n: v for n, v in measured.items() if "error" not in v}
     if not ok:

@@ -76,12 +76,13 @@ def test_fastpath_benchmark_refuses_an_unknown_variant_before_timing(tmp_path):
 
 def test_data_path_synthetic_stand_in_holds_a_gpu_batch(tmp_path, monkeypatch):
     """The small scale's batch of 512 with 50 steps: the synthetic stand-in (50 images a class by default)
-    must hold enough batches, as on a GPU with no CIFAR on disk."""
+    must hold enough batches in an epoch, as on a GPU with no CIFAR on disk; what is timed is the engine's run."""
     monkeypatch.setenv("REPRO_DATA_DIR", str(tmp_path / "no-data"))
     monkeypatch.setenv("REPRO_CACHE_DIR", str(tmp_path / "cache"))
     cfg = data_path.run_config("small", synthetic=False, batch=None)
     assert cfg["recipe"]["batch_size"] == 512
-    data = data_path._data(cfg["data"], cfg["recipe"], torch.device("cpu"), images=512 * 52)
+    _, step = data_path.engine_step(cfg, "repro_deit_tiny_c32", 52, torch.device("cpu"))
+    data = step.run.data
     assert data.info["train"].startswith("synthetic") and data.train.steps_per_epoch >= 52
 
 

@@ -125,11 +125,7 @@ def train(spec: RunSpec, rt: Runtime, stop_at: int | None = None) -> Result:
 def train_runs(specs: list[RunSpec], rt: Runtime, stop_at: int | None = None) -> list[Result]:
     """``train`` for one run, or for K runs as one fused model (they must fuse: fused.group_key); a Result each.
     A fused group resumes together when its runs' checkpoints stand at one step, else NotFusable."""
-    runs = [_Run(s, rt, stop_at, wide=len(specs) > 1) for s in specs]
-    step = _Fused(runs) if len(runs) > 1 else _Plain(runs[0])
-    if len(runs) > 1:  # one clock: a fused run books its share of the group's wall time
-        for r in runs:
-            r.wall0, r.group = runs[0].wall0, [x.spec.run_id for x in runs]
+    runs, step = _runs(specs, rt, stop_at)
     for epoch in range(runs[0].start_epoch, runs[0].epochs):
         live = [r for r in runs if r.diverged_step is None]
         if live[0].max_steps and step.count >= live[0].max_steps:
@@ -138,6 +134,23 @@ def train_runs(specs: list[RunSpec], rt: Runtime, stop_at: int | None = None) ->
             break
         _end_epoch([r for r in runs if r.diverged_step is None], step, epoch)
     return [r.result() for r in runs]
+
+
+def stepper(specs: list[RunSpec], rt: Runtime):
+    """The engine's own step, for the benchmarks: (an endless stream of the runs' batches, the step that trains
+    them on one and returns their losses), one run or K fused, built as ``train_runs`` builds them."""
+    runs, step = _runs(specs, rt, None)
+    for r in runs:
+        r.begin_epoch()
+    return (b for epoch in itertools.count() for b in step.batches(epoch)), step
+
+
+def _runs(specs: list[RunSpec], rt: Runtime, stop_at: int | None) -> tuple[list, "_Plain | _Fused"]:
+    runs = [_Run(s, rt, stop_at, wide=len(specs) > 1) for s in specs]
+    if len(runs) > 1:  # one clock: a fused run books its share of the group's wall time
+        for r in runs:
+            r.wall0, r.group = runs[0].wall0, [x.spec.run_id for x in runs]
+    return runs, _Fused(runs) if len(runs) > 1 else _Plain(runs[0])
 
 
 def _train_epoch(runs: list, step, epoch: int) -> bool:
