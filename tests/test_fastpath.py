@@ -8,7 +8,8 @@ import pytest
 import torch
 from torchvision.transforms.v2 import functional as TF
 
-from repro.data.fastpath import OP, OPS, FastPath, draw_ops, mix, op_magnitudes, rand_augment
+from repro.data.fastpath import OP, OPS, draw_ops, fast_loader, mix, op_magnitudes, rand_augment
+from repro.data.tensor_loader import TensorTrainLoader, epoch_draws
 
 DATA = {"mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225], "img_size": 32, "crop_padding": 4}
 RECIPE = {"aa": "rand-m9-mstd0.5-inc1", "hflip": 0.5, "reprob": 0.25, "mixup": 0.8, "cutmix": 1.0, "smoothing": 0.1}
@@ -22,9 +23,9 @@ def photos(n: int = 16, seed: int = 0) -> torch.Tensor:
     return TF.gaussian_blur(x, 5)
 
 
-def loader(recipe: dict, n: int = 32, seed: int = 0, **kw) -> FastPath:
+def loader(recipe: dict, n: int = 32, seed: int = 0, **kw) -> TensorTrainLoader:
     images = photos(n)
-    return FastPath(images, torch.arange(n) % 10, 8, recipe, {**DATA, **kw}, 10, seed)
+    return fast_loader(images, torch.arange(n) % 10, 8, recipe, {**DATA, **kw}, 10, seed)
 
 
 def torchvision_op(img: torch.Tensor, name: str, value: float) -> torch.Tensor:
@@ -66,7 +67,7 @@ def test_ops_are_drawn_per_image():
     counts = torch.bincount(ops.flatten(), minlength=len(OPS)).float()
     assert counts.min() > 0.5 * counts.mean()  # every op drawn, about equally often
     # one image repeated: its copies come out different (per-group draws would make them equal)
-    fp = FastPath(photos(1).expand(16, 3, 32, 32), torch.zeros(16, dtype=torch.long), 16,
+    fp = fast_loader(photos(1).expand(16, 3, 32, 32), torch.zeros(16, dtype=torch.long), 16,
                   {**PLAIN, "aa": "rand-m9"}, {**DATA, "crop_padding": 0}, 10, seed=0)
     x, _ = next(fp.epoch(0))
     distinct = {tuple(im.flatten().tolist()[:: 97]) for im in x}
@@ -96,7 +97,7 @@ def test_crop_and_flip():
     fp = loader({**PLAIN, "hflip": 0.5}, crop_padding=0)
     x, y = next(fp.epoch(0))
     idx = [int(i) for i in epoch_indices(fp)]
-    plain = fp.normalize(fp.images[idx])
+    plain = fp.augment.normalize(fp.images[idx])
     flipped = [torch.equal(x[i], plain[i].flip(-1)) for i in range(8)]
     same = [torch.equal(x[i], plain[i]) for i in range(8)]
     assert all(f or s for f, s in zip(flipped, same)) and 0 < sum(flipped) < 8  # seed 0: some of each
@@ -104,19 +105,17 @@ def test_crop_and_flip():
     x, _ = next(fp.epoch(0))
     pad = torch.nn.functional.pad(fp.images[epoch_indices(fp)], (4, 4, 4, 4))
     for i in range(8):  # a 32 px window of the zero-padded image
-        assert any(torch.equal(x[i], fp.normalize(pad[i:i + 1, :, dy:dy + 32, dx:dx + 32])[0])
+        assert any(torch.equal(x[i], fp.augment.normalize(pad[i:i + 1, :, dy:dy + 32, dx:dx + 32])[0])
                    for dy in range(9) for dx in range(9))
 
 
-def epoch_indices(fp: FastPath) -> torch.Tensor:
-    from repro.data.tensor_loader import epoch_draws
-
+def epoch_indices(fp: TensorTrainLoader) -> torch.Tensor:
     return epoch_draws(fp, 0)[0][:fp.batch_size]
 
 
 def test_random_erasing_erases_its_stated_area_share():
     """reprob 1, const fill: every image loses one box of 2-33 % of its area (mean about 17 %)."""
-    fp = FastPath(torch.full((512, 3, 32, 32), 200, dtype=torch.uint8), torch.zeros(512, dtype=torch.long), 512,
+    fp = fast_loader(torch.full((512, 3, 32, 32), 200, dtype=torch.uint8), torch.zeros(512, dtype=torch.long), 512,
                   {**PLAIN, "reprob": 1.0, "remode": "const"}, {**DATA, "crop_padding": 0}, 10, seed=0)
     x, _ = next(fp.epoch(0))
     share = (x == 0).all(1).flatten(1).float().mean(1)

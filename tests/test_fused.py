@@ -5,7 +5,8 @@ import pytest
 import timm
 import torch
 
-from repro.data.fastpath import FastPath
+from repro.data.fastpath import fast_loader
+from repro.data.tensor_loader import TensorTrainLoader
 from repro.train.machine import trained_how
 from repro.train.fused import FusedRuns, check_group
 from repro.train.recipe import build_criterion, build_optimizer, build_scheduler
@@ -35,11 +36,11 @@ def model(seed: int) -> torch.nn.Module:
     return timm.create_model("vit_tiny_patch16_224", **MODEL)
 
 
-def loader(seed: int) -> FastPath:
+def loader(seed: int) -> TensorTrainLoader:
     g = torch.Generator().manual_seed(123)  # one dataset, every run its own order and augmentation
     images = torch.randint(0, 256, (64, 3, 32, 32), dtype=torch.uint8, generator=g)
     labels = torch.randint(0, 10, (64,), generator=g)
-    return FastPath(images, labels, 8, RECIPE, DATA, 10, seed)
+    return fast_loader(images, labels, 8, RECIPE, DATA, 10, seed)
 
 
 def alone(seed: int, recipe: dict) -> tuple[dict, list[float], list[float]]:

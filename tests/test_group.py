@@ -11,7 +11,7 @@ from repro import records
 from repro.run import locks
 from repro.cli import main
 from repro.data.batch_aug import BatchAugment
-from repro.data.fastpath import FastPath
+from repro.data.fastpath import fast_loader
 from repro.data.tensor_loader import TensorTrainLoader
 from repro.train import preempt
 from repro.train.fused import FusedRuns
@@ -27,7 +27,7 @@ def test_fast_path_draws_the_tensor_pipelines_batches_under_crop_and_flip_alone(
     recipe = {"aa": None, "reprob": 0.0, "mixup": 0.0, "cutmix": 0.0, "hflip": 0.5}
     images = torch.randint(0, 256, (40, 3, 32, 32), dtype=torch.uint8)
     labels = torch.arange(40) % 10
-    fast = FastPath(images, labels, 8, recipe, DATA, 10, seed=4)
+    fast = fast_loader(images, labels, 8, recipe, DATA, 10, seed=4)
     tensor = TensorTrainLoader(images, labels, 8, BatchAugment(recipe, DATA, "cpu"), seed=4)
     for epoch in (0, 1):
         for (a, ya), (b, yb) in zip(fast.epoch(epoch), tensor.epoch(epoch), strict=True):

@@ -5,8 +5,9 @@
   tensor, held on the device, augmented per batch there (``batch_aug``);
 - ``loader`` (ImageNet-scale folders, or small data resized up): timm transforms in DataLoader
   workers (``image_loader``);
-- ``fastpath`` (chosen only by name): the tensor pipeline with RandAugment per image, random erasing and
-  Mixup/CutMix drawn from the run's own generators (``fastpath``), as fused runs need.
+- ``fastpath`` (chosen only by name): the same tensor loader with the other augmentation, RandAugment per
+  image, random erasing and Mixup/CutMix drawn from the run's own generators (``fastpath``), as fused runs
+  need; the pipeline's name is in the hashed data config, so the two never share a run id.
 ``data.pipeline=tensor|loader|fastpath`` forces one; ``auto`` chooses tensor or loader as above.
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from ..checks import check_classes
 from .batch_aug import BatchAugment, Normalize
-from .fastpath import FastPath
+from .fastpath import fast_loader
 from .image_loader import ImageEvalLoader, ImageTrainLoader
 from .sources import DATASETS, DataError, data_root, fraction_indices, open_split
 from .subsets import FractionError, check_fraction, class_balanced_indices
@@ -92,7 +93,7 @@ def build_data(cfg: dict, recipe: dict, *, seed: int, rank: int = 0, world: int 
     if pipeline in ("tensor", "fastpath"):
         images, labels = decoded(train_split)
         if pipeline == "fastpath":
-            train = FastPath(images[keep], labels[keep], per_rank, recipe, cfg, num_classes, seed, rank, world,
+            train = fast_loader(images[keep], labels[keep], per_rank, recipe, cfg, num_classes, seed, rank, world,
                              repeats, device)
         else:
             train = TensorTrainLoader(images[keep], labels[keep], per_rank, BatchAugment(recipe, cfg, device),

@@ -108,6 +108,10 @@ class BatchAugment:
             return self.timm_erase(x)
         return random_erase(x, self.reprob, gen, self.remode, self.recount)
 
+    def batch(self, x: torch.Tensor, y: torch.Tensor, gen: torch.Generator, rng) -> tuple[torch.Tensor, torch.Tensor]:
+        """The tensor loader's call: (augmented batch, its labels); Mixup/CutMix runs in the engine's step."""
+        return self(x, gen), y
+
 
 ERASE_MODES = ("pixel", "rand", "const")
 

@@ -17,21 +17,19 @@ Per batch, in DeiT's order for 32 px inputs (as ``batch_aug``, which this path r
   3. normalise, then random erasing drawn for the whole batch (``batch_aug.random_erase``);
   4. Mixup / CutMix as timm's ``Mixup`` in ``batch`` mode (one lambda per batch, paired with the
      reversed batch, label smoothing folded into the soft targets), as two tensor ops.
-No Python runs per image. Draws come from a torch generator and a numpy generator (lambda and the CutMix
-box, host-side, so no device sync) seeded by (seed, epoch, rank): each run keeps its own data order and
-augmentation stream, and an epoch replays exactly after a resume.
+No Python runs per image. Draws come from the tensor loader's torch generator and numpy generator (lambda
+and the CutMix box, host-side, so no device sync) seeded by (seed, epoch, rank): each run keeps its own data
+order and augmentation stream, and an epoch replays exactly after a resume.
 """
 from __future__ import annotations
 
 import math
-from typing import Iterator
-
 import numpy as np
 import torch
 from torchvision.transforms.v2 import functional as TF
 
 from .batch_aug import ERASE_MODES, Normalize, parse_rand_augment, random_crop, random_erase, random_flip
-from .tensor_loader import epoch_draws
+from .tensor_loader import TensorTrainLoader
 
 OPS = ("Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness", "Color",
        "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize")
@@ -160,22 +158,19 @@ def mix(x: torch.Tensor, y: torch.Tensor, num_classes: int, rng: np.random.Gener
     return x, one_hot * lam + one_hot.flip(0) * (1 - lam)
 
 
-class FastPath:
-    """One run's training batches on the device: ``epoch(e)`` yields (normalised images, targets), the
-    targets soft (N x classes) when Mixup/CutMix is on (``mixes``), else class indices."""
+class FastAugment:
+    """One run's batch augmentation on the device (the tensor loader's ``data.pipeline=fastpath``): ``batch``
+    takes a uint8 batch and its labels to (normalised images, targets), the targets soft (N x classes) when
+    Mixup/CutMix is on (``mixes``), else the labels."""
 
-    def __init__(self, images: torch.Tensor, labels: torch.Tensor, batch_size: int, recipe: dict, data: dict,
-                 num_classes: int, seed: int, rank: int = 0, world: int = 1, repeats: int = 1, device="cpu"):
-        self.device = torch.device(device)
-        self.images, self.labels = images.to(self.device), labels.to(self.device)
-        self.batch_size, self.seed, self.rank, self.world = batch_size, seed, rank, world
-        self.repeats, self.num_classes = max(1, int(repeats)), num_classes
-        self.steps_per_epoch = len(self.labels) // world // batch_size
+    def __init__(self, recipe: dict, data: dict, num_classes: int, size: int, device="cpu"):
+        device = torch.device(device)
+        self.num_classes = num_classes
         self.padding, self.hflip = int(data.get("crop_padding", 4)), float(recipe.get("hflip", 0.5))
         self.ra = parse_rand_augment(recipe.get("aa"))
-        fill = torch.tensor([round(255 * m) for m in data["mean"]], dtype=torch.uint8, device=self.device)
-        self.values = {**op_magnitudes(self.ra[1], int(self.images.shape[-1])), "fill": fill} if self.ra else {}
-        self.normalize = Normalize(data["mean"], data["std"], int(data["img_size"]), self.device)
+        fill = torch.tensor([round(255 * m) for m in data["mean"]], dtype=torch.uint8, device=device)
+        self.values = {**op_magnitudes(self.ra[1], size), "fill": fill} if self.ra else {}
+        self.normalize = Normalize(data["mean"], data["std"], int(data["img_size"]), device)
         self.reprob, self.remode = float(recipe.get("reprob", 0.0)), recipe.get("remode", "pixel")
         self.recount = max(1, int(recipe.get("recount", 1)))
         if self.remode not in ERASE_MODES:
@@ -187,18 +182,7 @@ class FastPath:
                     (("mixup", 0), ("cutmix", 0), ("mixup_prob", 1), ("mixup_switch_prob", 0.5), ("smoothing", 0))}
         self.mixes = self.mix["mixup"] > 0 or self.mix["cutmix"] > 0
 
-    def __len__(self) -> int:
-        return self.steps_per_epoch
-
-    def epoch(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        mine, gen = epoch_draws(self, epoch)
-        rng = np.random.default_rng([self.seed, epoch, self.rank])
-        b = self.batch_size
-        for s in range(self.steps_per_epoch):
-            idx = mine[s * b:(s + 1) * b]
-            yield self.augment(self.images[idx], self.labels[idx], gen, rng)
-
-    def augment(self, x: torch.Tensor, y: torch.Tensor, gen: torch.Generator, rng: np.random.Generator):
+    def batch(self, x: torch.Tensor, y: torch.Tensor, gen: torch.Generator, rng: np.random.Generator):
         """A uint8 batch and its labels -> (normalised augmented float batch, targets)."""
         x = random_flip(random_crop(x, self.padding, gen), self.hflip, gen)
         if self.ra is not None:
@@ -209,3 +193,11 @@ class FastPath:
         m = self.mix
         return mix(x, y, self.num_classes, rng, m["mixup"], m["cutmix"], m["mixup_prob"], m["mixup_switch_prob"],
                    m["smoothing"])
+
+
+def fast_loader(images: torch.Tensor, labels: torch.Tensor, batch_size: int, recipe: dict, data: dict,
+             num_classes: int, seed: int, rank: int = 0, world: int = 1, repeats: int = 1,
+             device="cpu") -> TensorTrainLoader:
+    """One run's training batches on the fast path: the tensor loader with ``FastAugment``."""
+    augment = FastAugment(recipe, data, num_classes, int(images.shape[-1]), device)
+    return TensorTrainLoader(images, labels, batch_size, augment, seed, rank, world, repeats, device)

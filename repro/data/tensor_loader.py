@@ -1,17 +1,19 @@
-"""Batches from a device-resident uint8 tensor: the fast path for CIFAR-sized data (airbench-style).
+"""Batches from a device-resident uint8 tensor: the pipeline for CIFAR-sized data (airbench-style).
 
 The whole (fraction of the) training set sits on the device; an epoch is a permutation, a batch is
-an index, augmentation runs on the batch. Randomness comes from generators seeded by (seed, epoch,
-rank), so an epoch replays exactly after a resume.
+an index, augmentation runs on the batch: ``batch_aug.BatchAugment`` (``data.pipeline=tensor``) or
+``fastpath.FastAugment`` (``data.pipeline=fastpath``: per-image RandAugment, Mixup/CutMix drawn here).
+Randomness comes from generators seeded by (seed, epoch, rank), so an epoch replays exactly after a resume.
 """
 from __future__ import annotations
 
 import math
 from typing import Iterator
 
+import numpy as np
 import torch
 
-from .batch_aug import BatchAugment, Normalize
+from .batch_aug import Normalize
 
 
 def _generator(device: torch.device, seed: int) -> torch.Generator:
@@ -19,9 +21,10 @@ def _generator(device: torch.device, seed: int) -> torch.Generator:
 
 
 class TensorTrainLoader:
-    """``epoch(e)`` yields (normalised augmented images, labels) of this rank's share of epoch e."""
+    """``epoch(e)`` yields (normalised augmented images, targets) of this rank's share of epoch e: soft targets
+    (N x classes) when the augmentation mixes images (``mixes``), else the labels."""
 
-    def __init__(self, images: torch.Tensor, labels: torch.Tensor, batch_size: int, augment: BatchAugment,
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor, batch_size: int, augment,
                  seed: int, rank: int = 0, world: int = 1, repeats: int = 1, device="cpu"):
         self.device = torch.device(device)
         self.images, self.labels = images.to(self.device), labels.to(self.device)
@@ -29,16 +32,18 @@ class TensorTrainLoader:
         self.rank, self.world, self.repeats = rank, world, max(1, int(repeats))
         self.per_rank = len(self.labels) // world
         self.steps_per_epoch = self.per_rank // batch_size
+        self.mixes = bool(getattr(augment, "mixes", False))
 
     def __len__(self) -> int:
         return self.steps_per_epoch
 
     def epoch(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         mine, gen = epoch_draws(self, epoch)
+        rng = np.random.default_rng([self.seed, epoch, self.rank])  # host-side draws (Mixup's lambda): no sync
         b = self.batch_size
         for s in range(self.steps_per_epoch):
             idx = mine[s * b:(s + 1) * b]
-            yield self.augment(self.images[idx], gen), self.labels[idx]
+            yield self.augment.batch(self.images[idx], self.labels[idx], gen, rng)
 
 
 def epoch_draws(loader, epoch: int) -> tuple[torch.Tensor, torch.Generator]:
