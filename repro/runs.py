@@ -11,6 +11,9 @@ resolves the source's config like any other (so the source, and with it the depe
 the same scale, overrides and mode), and ``with_sources`` puts every source run (and every run a pointer
 probe reads) before its first dependent. The engine loads the source's final weights and calls ``fn(source_model, model, **kwargs)``
 (repro/train/init_from.py).
+
+A cell that another run's record already fills is ``fill(source, table, cell)``: the same run asked for by
+another table. The plan names that run for the cell (plan.json's ``fills``); nothing runs or records it twice.
 """
 from __future__ import annotations
 
@@ -27,7 +30,6 @@ from omegaconf import OmegaConf
 from .errors import ConfigError
 from .functions import hashed, short_name
 from .paths import env_folder
-from .records import read_record, record_path
 
 KINDS = ("train", "probe")
 SCALES = ("tiny", "cpu", "small", "full")  # smoke, 2-core CPU, one GPU, the paper's protocol
@@ -48,12 +50,7 @@ def run_dir(spec: "RunSpec") -> Path:
 
 
 def final_checkpoint(spec: "RunSpec") -> Path:
-    """The ``last.pt`` holding the final model behind ``spec``'s record: its own, or for a shared record
-    (``shared_from``) that of the run which trained it."""
-    path = record_path(spec.paper, spec.scale, spec.run_id)
-    source = read_record(path)["provenance"].get("shared_from") if path.exists() else None
-    if isinstance(source, str) and source:
-        return run_dir(spec).with_name(source) / "last.pt"
+    """The ``last.pt`` holding the final model behind ``spec``'s record."""
     return run_dir(spec) / "last.pt"
 
 
@@ -213,12 +210,14 @@ def with_sources(specs: list[RunSpec]) -> list[RunSpec]:
 POINTER_KEYS = ("probe", "source", "args")  # a pointer's own keys; the rest of its config is its source's
 
 
-COPY = "convit.copy_metrics"  # the probe that copies the source's metrics (papers/convit/reuse.py)
+def fill(source: RunSpec, table: str, cell: dict) -> RunSpec:
+    """``table``/``cell`` filled by ``source``'s own record (``cell["columns"]`` name its metrics): the same
+    run under another table, which the plan turns into a cell naming ``source`` (``fills``), never a run."""
+    return dataclasses.replace(source, table=table, cell=cell)
 
 
-def pointer(source: RunSpec, table: str, cell: dict, name: str, probe: str = COPY,
-            args: dict | None = None) -> RunSpec:
-    """A probe spec filling ``table``/``cell`` from ``source``'s result (same seed and scale)."""
+def pointer(source: RunSpec, table: str, cell: dict, name: str, probe: str, args: dict | None = None) -> RunSpec:
+    """A probe spec filling ``table``/``cell`` by measuring ``source``'s result (same seed and scale)."""
     own = {k: source.config[k] for k in POINTER_KEYS if k in source.config}
     config = {k: v for k, v in source.config.items() if k not in POINTER_KEYS}
     config.update(probe=probe, args=dict(args or {}),

@@ -17,6 +17,7 @@ from repro import records
 from repro.cli import main
 from repro.models import zoo
 from repro.report.__main__ import main as report_main
+from repro.report.assess import filled
 from repro.report.build import invalid_records
 from repro.plan.experiments import paper_runs
 from repro.run import reproduce
@@ -69,23 +70,25 @@ SHARED = EXPERIMENTS.replace("    return out", """    twin = out[1]  # f100, see
     return out""")
 
 
-def test_a_run_another_table_asks_for_is_trained_once(dirs, capsys):
+def test_a_run_another_table_asks_for_is_trained_once_and_fills_both_cells(dirs, capsys):
+    """The same run under a second table is no run of the plan: a cell naming the run that fills it, no record of
+    its own, and the report reads that run's record there; ``tables=[table3]`` alone trains it."""
     pid = dirs["pid"]
     write_paper(dirs["papers"], pid, SHARED)
-    assert main(["reproduce", *fast_args(pid)]) == 0
-    out = capsys.readouterr().out
-    recs = {r["table"]: r for r in records.load_records(pid, root=dirs["results"])[0] if r["cell"]["row"] != "f50"}
-    first, second = recs["table2"], recs["table3"]
-    assert first["run_id"] != second["run_id"] and first["run_id"][-10:] == second["run_id"][-10:]
-    assert f"{second['run_id']}: same run as {first['run_id']}, record shared" in out
-    assert second["metrics"] == first["metrics"] and second["config"] == first["config"]
-    assert second["cell"] == {"row": "full", "columns": {"top1": "top1"}} and second["status"] == "finished"
-    prov = second["provenance"]
-    assert prov["shared_from"] == first["run_id"] and prov["wall_s"] == 0.0
-    assert prov["source_wall_s"] == first["provenance"]["wall_s"] > 0
-    assert not (dirs["cache"] / "runs" / pid / "tiny" / second["run_id"]).exists()  # never trained
+    assert main(["reproduce", *fast_args(pid, "tables=[table3]")]) == 0
+    recs = records.load_records(pid, root=dirs["results"])[0]
+    (first,) = recs
+    doc = json.loads((dirs["results"] / pid / "tiny" / "plan.json").read_text())
+    assert first["table"] == "table2" and first["run_id"] in {r["run_id"] for r in doc["runs"]}
+    assert doc["fills"] == [{"table": "table3", "cell": {"row": "full", "columns": {"top1": "top1"}}, "seed": 0,
+                             "run_id": first["run_id"]}]
+    assert len(doc["runs"]) == 3 and all(r["table"] != "table3" for r in doc["runs"])
     capsys.readouterr()
-    assert main(["reproduce", *fast_args(pid)]) == 0 and capsys.readouterr().out.count("(finished)") == 4
+    assert main(["reproduce", *fast_args(pid)]) == 0 and capsys.readouterr().out.count("(finished)") == 1
+    recs = records.load_records(pid, root=dirs["results"])[0]
+    assert len(recs) == 3  # no record for table3's cell: the report places table2's there
+    (view,) = filled(recs, {"tiny": doc})
+    assert view["table"] == "table3" and view["run_id"] == first["run_id"] and view["metrics"] == first["metrics"]
 
 
 def test_partial_run_resumes_from_checkpoint(dirs, capsys):

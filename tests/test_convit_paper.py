@@ -9,6 +9,8 @@ from omegaconf import OmegaConf
 from papers.convit import experiments, reuse, table1
 from papers.convit.probes import gpsa_modules
 from repro import records
+from repro.plan.build import plan
+from repro.run.specs import select
 from repro.runs import RunSpec, pointer, resolve, run_dir
 from repro.paper import load_paper
 from repro.train import ddp
@@ -18,7 +20,7 @@ from repro.train.init_from import InitError
 from repro.train.model import register_models
 from repro.train.recipe import run_epochs
 
-from conftest import REPO, build_specs
+from conftest import REPO
 
 PAPER = load_paper(REPO / "papers" / "convit" / "paper.yaml")
 register_models("convit")
@@ -33,22 +35,25 @@ def composed(scale: str, *extra: str) -> dict:
 @pytest.mark.parametrize("scale,mode", [("tiny", None), ("tiny", "smoke"), ("small", None), ("full", None),
                                         ("full", "dry_run")])
 def test_specs_fill_existing_cells_and_pointers_find_their_sources(scale, mode):
-    specs = build_specs(composed(scale, *([f"{mode}=true"] if mode else [])))
+    c = composed(scale, *([f"{mode}=true"] if mode else []))
+    doc = plan(c)
+    specs = select(c, doc)
+    assert {f["run_id"] for f in doc["fills"]} <= {s.run_id for s in specs}  # a filled cell names a planned run
     seen: dict[str, RunSpec] = {}
-    for s in specs:
+    for s in [*specs, *(RunSpec("convit", f["table"], f["cell"], doc["scale"]) for f in doc["fills"])]:
         table = PAPER.table(s.table)
         assert table is not None and table.reproduced, s.run_id
         assert table.row(s.cell["row"]) is not None, s.run_id
         for col in s.cell["columns"]:
             assert table.column(col) is not None and not table.column(col).derived, (s.run_id, col)
-        if "source" in s.config:  # the same resolved config, hence the same run id, as the source itself
+        if "source" in s.config and s.kind == "probe":  # the same resolved config, hence the same run id, as the source itself
             src = reuse.source_spec(s.config)
             assert src.run_id in seen and seen[src.run_id].config == src.config, s.run_id
         seen[s.run_id] = s
     reproduced = {t.id for t in PAPER.tables if t.reproduced}
-    assert {s.table for s in specs} == reproduced and "table4" not in reproduced
+    assert {s.table for s in seen.values()} == reproduced and "table4" not in reproduced
     # every measured cell of every reproduced table is filled by some run at every scale
-    filled = {(s.table, s.cell["row"], c) for s in specs for c in s.cell["columns"]}
+    filled = {tuple(cell) for cell in doc["cells"]}
     for t in PAPER.tables:
         if t.reproduced:
             want = {(t.id, r.key, c.key) for r in t.rows for c in t.columns if not c.derived}
@@ -140,9 +145,9 @@ def test_table3_switches():
     assert not torch.equal(gpsa_modules(built["no_conv_init"])[0].v.weight, eye)
 
 
-def test_pointer_copies_and_probes_the_source_run(tmp_path, monkeypatch):
-    """A pointer copies its source's record and probes its checkpoint; it never trains the source: one with
-    no record, or whose checkpoint is gone, is one line naming what to run, and nothing is written."""
+def test_pointer_probes_the_source_run(tmp_path, monkeypatch):
+    """A pointer probes its source's checkpoint; it never trains the source: one with no record, or whose
+    checkpoint is gone, is one line naming what to run, and nothing is written."""
     monkeypatch.setenv("REPRO_RESULTS_DIR", str(tmp_path / "results"))
     monkeypatch.setenv("REPRO_CACHE_DIR", str(tmp_path / "cache"))
     base = composed("tiny", "data=synthetic")
@@ -151,23 +156,21 @@ def test_pointer_copies_and_probes_the_source_run(tmp_path, monkeypatch):
                   config={"model": {"name": model, "kwargs": {**kwargs, "embed_dim": 24}},
                           "data": {"max_per_class": 10, "test_max_per_class": 5},
                           "recipe": {"epochs": 1, "batch_size": 10, "mixup": 0, "cutmix": 0}})
-    copy = resolve(pointer(src, "table3", {"row": "convit", "columns": {"top1_full": "top1"}}, "f100"), base)
     mask = resolve(pointer(src, "table6", {"row": "k3", "columns": {"mask_none": "top1_none"}}, "convit",
                                  probe="convit.table6_run", args={"k": 1, "k_paper": 3}), base)
     src = resolve(src, base)
-    assert reuse.source_spec(copy.config).run_id == src.run_id
+    assert reuse.source_spec(mask.config).run_id == src.run_id
     rt = Runtime(dist=ddp.setup("cpu"), progress=False)
     with pytest.raises(InitError, match=r"has not run yet: run `python -m repro reproduce paper=convit "
                                         r"scale=tiny tables=table2` first"):
-        execute(copy, rt)
+        execute(mask, rt)
     assert not list((tmp_path / "results").rglob("*.json")) and not run_dir(src).exists()
     execute(src, rt)                          # what the scheduler does first (the plan's dependency)
-    got = execute(copy, rt)["metrics"]
     source = records.read_record(records.record_path("convit", "tiny", src.run_id))
-    assert got["source_run_id"] == src.run_id and got["top1"] == source["metrics"]["top1"]
     masked = execute(mask, rt)["metrics"]     # the checkpoint is probed, not retrained
     assert masked["top1_none"] == pytest.approx(source["metrics"]["top1"])
     assert masked["k_used"] == 1 and masked["gpsa_layers"] == kwargs["gpsa_layers"]
+    assert masked["source_run_id"] == src.run_id
     (run_dir(src) / "last.pt").unlink()
     with pytest.raises(InitError, match=r"is gone .*delete .*tables=table2` to retrain it"):
         execute(mask, rt)
@@ -183,7 +186,8 @@ def test_cpu_table2_has_an_equal_size_deit_and_table3_judges_low_data_on_every_t
     # Table 3's low-data claims are about every trainable-GPSA variant (a-d): cpu trains b-d at 10 %, 3 seeds
     t3 = [s for s in experiments.runs("cpu") if s.table == "table3"]
     assert {s.cell["row"] for s in t3} == {"convit", "deit", "no_gating", "no_conv_init", "neither"}
-    assert {(s.cell["row"], s.seed) for s in t3 if s.kind == "train"} == {
+    trained_in_t2 = {s.fingerprint for s in cpu}  # rows a and e: cells Table 2's runs fill
+    assert {(s.cell["row"], s.seed) for s in t3 if s.fingerprint not in trained_in_t2} == {
         (r, k) for r in ("no_gating", "no_conv_init", "neither") for k in range(3)}
     assert all(s.config["data"]["fraction"] == 0.1 and list(s.cell["columns"]) == ["top1_10"] for s in t3)
     assert {"t3_gpsa_beats_deit_low_data", "t3_components_help_low_data"} <= set(experiments.RESOLVES["cpu"])

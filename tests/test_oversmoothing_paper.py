@@ -19,7 +19,8 @@ from repro.runs import check_unique
 from repro.paper import load_paper
 from repro.train.hooks import build_objective
 
-from conftest import REPO, build_specs
+from repro.plan.build import resolved_runs
+from conftest import REPO
 
 PAPER = load_paper(REPO / "papers" / "oversmoothing" / "paper.yaml")
 
@@ -29,7 +30,7 @@ def resolved(scale: str, seeds=None):
     with initialize_config_dir(config_dir=str(REPO / "repro" / "conf"), version_base=None):
         c = OmegaConf.to_container(compose("config", overrides=[f"scale={scale}", "paper=oversmoothing"]),
                                    resolve=True)
-    return build_specs({**c, "seeds": seeds})
+    return resolved_runs({**c, "seeds": seeds})  # every cell's spec, a cell another run fills included
 
 
 def by(specs, table, row, name=None, seed=0):

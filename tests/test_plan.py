@@ -43,8 +43,7 @@ def test_every_committed_record_is_a_run_of_todays_plan():
         for rec in _records(paper, scale):
             assert _stored_id(rec) == rec["run_id"], rec["run_id"]
             assert rec["run_id"] in by_id, f"{paper}/{scale}: {rec['run_id']} is in no planned run"
-            if not rec["provenance"].get("shared_from"):  # a shared record stores its twin's config
-                assert by_id[rec["run_id"]]["fingerprint"] == rec["run_id"].rsplit("-", 1)[1]
+            assert by_id[rec["run_id"]]["fingerprint"] == rec["run_id"].rsplit("-", 1)[1]
 
 
 def test_plan_names_functions_by_registered_name_and_dependencies_by_id():
@@ -59,6 +58,26 @@ def test_plan_names_functions_by_registered_name_and_dependencies_by_id():
     assert by_id[pointer["depends_on"]["source"]]["table"] == "table2"
     assert doc["resolves"] and {tuple(c) for c in doc["cells"]} >= {("table2", "f10", "deit_top1")}
     assert doc["models"]["repro_convit_tiny9_c32"]["depth"] == 12  # the registered default, before kwargs
+
+
+def test_a_cell_another_run_fills_names_that_run_and_is_no_run_of_its_own():
+    """ConViT's Table 1 (the Ti pair), rows a and e of Table 3 and the gates figure are cells that runs of other
+    tables fill at cpu: the plan names those runs (``fills``), holds each measured config once, and a command
+    for such a table alone runs them, each source before its dependent."""
+    from repro.run.specs import select
+
+    c = compose("convit", "cpu")
+    doc = plan(c)
+    by_id = {r["run_id"]: r for r in doc["runs"]}
+    assert len({r["fingerprint"] for r in doc["runs"]}) == len(doc["runs"])  # no run measured twice
+    assert all(r["kind"] == "train" or r["config"]["probe"] != "convit.copy_metrics" for r in doc["runs"])
+    assert {f["table"] for f in doc["fills"]} == {"table1", "table3", "fig6_gates"}
+    assert all(by_id[f["run_id"]]["seed"] == f["seed"] for f in doc["fills"])
+    assert {tuple(c) for c in doc["cells"]} >= {("table1", "convit_ti", "top1"), ("table3", "deit", "top1_10")}
+    ids = [s.run_id for s in select({**c, "tables": ["table1"]}, doc)]
+    assert {by_id[i]["table"] for i in ids} == {"table2"} and len(ids) == 6  # the f100 pair, 3 seeds
+    gates = [s.run_id for s in select({**c, "tables": ["fig6_gates"]}, doc)]
+    assert [by_id[i]["table"] for i in gates] == ["table2", "fig4_6"] * 3  # each probe after the run it reads
 
 
 def test_write_plan_is_atomic_and_leaves_an_unchanged_plan_alone(tmp_path):

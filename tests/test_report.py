@@ -675,11 +675,11 @@ def test_committed_figures_show_their_whole_text(paper):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     from repro.report import figures
-    from repro.report.assess import assess
+    from repro.report.assess import assess, read_plans
 
     spec = load_paper(REPO / "papers" / paper / "paper.yaml")
     records, bad = load_records(paper, root=REPO / "results")
-    cmp = assess(spec, records, bad).cmp
+    cmp = assess(spec, records, bad, read_plans(paper, records, REPO / "results")).cmp
     drawn = 0
     for fig in spec.figures:
         for scale in cmp.scales:

@@ -35,9 +35,9 @@ def runs(scale, seeds=None):
 '''
 
 POINTED = EXPERIMENTS.replace("def runs(scale, seeds=None):", '''def runs(scale, seeds=None):
-    from repro.runs import pointer
+    from repro.runs import fill
     first, second = phases(scale)
-    return [first, second, pointer(second, "t3", {"row": "copy", "columns": {"top1": "top1"}}, "second")]
+    return [first, second, fill(second, "t3", {"row": "copy", "columns": {"top1": "top1"}})]
 
 def unused(scale, seeds=None):''')
 
@@ -101,33 +101,33 @@ def test_with_sources_puts_missing_sources_first_and_shards_keep_chains(two_phas
     assert [[s.seed for s in p] for p in parts] == [[0, 0], [1, 1]]  # never a dependent without its source
 
 
-def test_a_pointer_at_a_second_phase_copies_its_record_without_retraining(dirs, capsys):
-    """A cell filled from a run that itself starts from another (cmhsa's switch table): the pointer resolves
-    to the same run id, so it copies the finished record instead of training anything again."""
+def test_a_cell_filled_by_a_second_phase_names_that_run_and_copies_nothing(dirs, capsys):
+    """A cell filled by a run that itself starts from another (cmhsa's switch table): the plan names that run
+    for the cell (``fills``), so nothing trains twice and no record of the cell's own is written."""
     pid = dirs["pid"]
     write_paper(dirs["papers"], pid, POINTED, PROBES)
     assert main(["reproduce", *fast_args(pid)]) == 0
     out = capsys.readouterr().out
     assert out.count("] run t1-first") == 1 and out.count("epoch 1/1") == 1  # second trained once, by itself
     recs = {r["table"]: r for r in records.load_records(pid, root=dirs["results"])[0]}
-    assert recs["t3"]["status"] == "finished" and recs["t3"]["metrics"]["top1"] == recs["t2"]["metrics"]["top1"]
-    assert recs["t3"]["metrics"]["source_run_id"] == recs["t2"]["run_id"]
+    assert sorted(recs) == ["t1", "t2"]
+    doc = json.loads((dirs["results"] / pid / "tiny" / "plan.json").read_text())
+    assert [(f["table"], f["run_id"]) for f in doc["fills"]] == [("t3", recs["t2"]["run_id"])]
 
 
-def test_a_table_of_pointers_alone_runs_their_sources_first_under_its_runtime(dirs, capsys):
-    """``tables=[t3]`` (only the pointer): the command schedules the run it reads, and that run's own source,
-    before it, under the command's runtime and locks; the probe trains nothing. It used to train its source
-    itself with a runtime of its own (no lock), and fail here, the source's source never having run."""
+def test_a_table_of_filled_cells_alone_runs_their_runs_in_order_under_its_runtime(dirs, capsys):
+    """``tables=[t3]`` (only cells another run fills): the command schedules that run, and the run it starts
+    from before it, each under the command's runtime and its own lock; nothing is written for t3 itself."""
     pid = dirs["pid"]
     write_paper(dirs["papers"], pid, POINTED, PROBES)
     assert main(["reproduce", *fast_args(pid, "tables=[t3]", "runtime.checkpoint_every_s=7")]) == 0
     out = capsys.readouterr().out
-    assert "3 run(s), 0 already done" in out
-    assert out.index("] run t1-first") < out.index("] run t2-second") < out.index("] run t3-copy")
+    assert "2 run(s), 0 already done" in out
+    assert out.index("] run t1-first") < out.index("] run t2-second")
     recs = {r["table"]: r for r in records.load_records(pid, root=dirs["results"])[0]}
-    assert {t: r["status"] for t, r in recs.items()} == {"t1": "finished", "t2": "finished", "t3": "finished"}
-    assert recs["t2"]["config"]["runtime"]["checkpoint_every_s"] == 7  # the command's runtime, not the probe's
-    assert recs["t3"]["metrics"]["source_run_id"] == recs["t2"]["run_id"]
+    assert {t: r["status"] for t, r in recs.items()} == {"t1": "finished", "t2": "finished"}
+    assert recs["t2"]["config"]["runtime"]["checkpoint_every_s"] == 7  # the command's runtime
+    assert not list((dirs["results"] / pid / "tiny" / "locks").glob("*"))  # each lock taken and released
 
 
 def test_malformed_init_is_a_config_error(two_phase):

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 
 from repro.models.transfer import bias_scale
-from repro.runs import RunSpec, pointer
+from repro.runs import RunSpec, fill
 
 PAPER = "cmhsa"
 SCALES = ("tiny", "cpu", "small", "full")
@@ -149,9 +149,9 @@ def phase2(scale: str, row: str, seed: int, first: RunSpec, transfer: str, table
 
 def switch(scale: str, seeds: int, t1: list[RunSpec]) -> list[RunSpec]:
     """What each transfer keeps at the switch and where the attention phase ends: Table 1's two-phase runs
-    (trainable transfer, pointed at) and CMHSA-3 with the exact transfer (run here)."""
+    (trainable transfer: cells their records fill) and CMHSA-3 with the exact transfer (run here)."""
     cols = {**SWITCH_COLUMNS, "top1": "top1"}
-    specs = [pointer(s, "switch", {"row": s.cell["row"], "columns": dict(cols)}, s.name)
+    specs = [fill(s, "switch", {"row": s.cell["row"], "columns": dict(cols)})
              for s in t1 if s.kind == "train" and s.name == "phase2"]
     return specs + [phase2(scale, "cmhsa3_exact", seed, phase1(scale, 3, seed), "exact", "switch", cols)
                     for seed in range(seeds)]

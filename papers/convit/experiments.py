@@ -3,7 +3,7 @@
 - Table 1: every row's heads, width, parameters and FLOPs at 224 px and its speed (probe runs, seconds
   each); ``table1_speed`` puts the ConViT/DeiT speed ratio per size beside the paper's. Top-1/top-5:
   all 12 models on ImageNet at ``full`` ("+" models: lr 4e-4 at batch 512); at tiny/small the Ti pair,
-  which at those scales is Table 2's pair on all the data (the cells point at those runs).
+  which at those scales is Table 2's pair on all the data (the cells name those runs).
 - Table 2: DeiT and ConViT on a class-balanced fraction f of the training set (the first int(f * n)
   images of each class, as the official code takes them) for epochs x 1/f. The runs on all the data
   also record nonlocality per layer and head every epoch, and ConViT's gates (Figs. 4-6).
@@ -44,7 +44,7 @@ Scales (protocol and every deviation from the paper: papers/convit/README.md):
 """
 from __future__ import annotations
 
-from repro.runs import RunSpec, pointer
+from repro.runs import RunSpec, fill, pointer
 
 
 SCALES = ("tiny", "cpu", "small", "full")
@@ -158,7 +158,7 @@ def table1_speed(probes: list[RunSpec]) -> list[RunSpec]:
     specs = []
     for s in probes:
         family, size = s.cell["row"].split("_", 1)
-        specs.append(pointer(s, "table1_speed", {"row": size, "columns": {f"{family}_speed": "images_per_s"}}, s.name))
+        specs.append(fill(s, "table1_speed", {"row": size, "columns": {f"{family}_speed": "images_per_s"}}))
     return specs
 
 
@@ -180,7 +180,7 @@ def table2(scale: str, seeds: int) -> list[RunSpec]:
 def table1_accuracy(scale: str, seeds: int, t2: dict) -> list[RunSpec]:
     """Top-1/top-5: the 12 models on ImageNet (full), else the Ti pair = Table 2's pair at f = 1."""
     if scale != "full":
-        return [pointer(t2["f100", prefix, seed], "table1", {"row": f"{prefix}_ti", "columns": TOP}, prefix)
+        return [fill(t2["f100", prefix, seed], "table1", {"row": f"{prefix}_ti", "columns": TOP})
                 for prefix in PROTOCOL[scale]["pair"] for seed in range(seeds)]
     return [_train(scale, "table1", f"{family}_{size}", TOP, f"{family}_{size}", f"repro_{family}_{suffix}", {},
                    seed, recipe=PLUS_RECIPE if size.endswith("plus") else None)
@@ -202,9 +202,9 @@ def table3(scale: str, seeds: int, t2: dict, t1: dict) -> list[RunSpec]:
             for prefix, (model, kwargs) in base.items():  # rows a and e: the base runs themselves
                 cell = {"row": prefix, "columns": {column: "top1"}}
                 if scale != "full":
-                    specs.append(pointer(t2[frow, prefix, seed], "table3", cell, frow))
+                    specs.append(fill(t2[frow, prefix, seed], "table3", cell))
                 elif frow == "f100":
-                    specs.append(pointer(t1[f"{prefix}_s_plus", seed], "table3", cell, frow))
+                    specs.append(fill(t1[f"{prefix}_s_plus", seed], "table3", cell))
                 else:
                     specs.append(_train(scale, "table3", prefix, {column: "top1"}, frow, model, kwargs, seed,
                                         FRACTIONS[frow], recipe=recipe))
@@ -247,8 +247,7 @@ def figures4_6(scale: str, seeds: int, t2: dict) -> list[RunSpec]:
     gates = {"gate_init": "gate_init", "gate_first": "gate_first", "gate_last": "gate_last"}
     specs = [pointer(t2["f100", prefix, seed], "fig4_6", {"row": prefix, "columns": nonlocality}, prefix, probe=probe)
              for prefix in PROTOCOL[scale]["pair"] for seed in range(seeds)]
-    return specs + [pointer(t2["f100", "convit", seed], "fig6_gates", {"row": "convit", "columns": gates}, "convit",
-                            probe=probe) for seed in range(seeds)]
+    return specs + [fill(s, "fig6_gates", {"row": "convit", "columns": gates}) for s in specs if s.name == "convit"]
 
 
 def figure8(scale: str, seeds: int, t2: dict) -> list[RunSpec]:
@@ -264,7 +263,7 @@ def figure8(scale: str, seeds: int, t2: dict) -> list[RunSpec]:
                      for row, n in p["fig8_gpsa"].items()]
         for table, row, change, is_base in variants:
             if is_base and scale != "full":  # the unchanged ConViT: Table 2's run on all the data
-                specs.append(pointer(t2["f100", "convit", seed], table, {"row": row, "columns": TOP}, "convit"))
+                specs.append(fill(t2["f100", "convit", seed], table, {"row": row, "columns": TOP}))
             else:
                 specs.append(_train(scale, table, row, TOP, "convit", model, {**kwargs, **change}, seed,
                                     data=p.get("fig8_data")))
@@ -274,7 +273,7 @@ def figure8(scale: str, seeds: int, t2: dict) -> list[RunSpec]:
 def runs(scale: str, seeds: int | None = None) -> list[RunSpec]:
     """Every ConViT run at a scale (``seeds`` overrides the scale's default seed count).
 
-    Sources come before the cells that point at them, so each model is trained once.
+    Sources come before the cells they fill or that probe them: the plan runs the first spec of a config.
     """
     seeds = seeds or PROTOCOL[scale]["seeds"]
     probes = table1_probes(scale)

@@ -1,22 +1,17 @@
-"""Cells that another run already produced: copy its metrics, or probe its trained model.
+"""Cells that probe another run's trained model.
 
-Several of ConViT's cells are one experiment seen from different tables: at the reduced scales the Ti
-pair of Table 1 and the models of Tables 5-6 are Table 2's pair trained on all the data, and Table 3's
-rows a (ConViT) and e (DeiT) are Table 2's runs at 100 % and 10 %. A run id names its table and row,
-so the engine would train such a model once per table. Instead the second cell gets a *pointer*: a
-probe run that carries the *source* run's own (partial) config plus ``source``, which names the
-source's run id, and ``args`` for the probe. The engine resolves the pointer exactly as it resolves
-the source (same scale config, command-line overrides and smoke/dry-run mode), so the pointer's config
-minus ``probe``/``source``/``args`` is the source's resolved config: its fingerprint, its run id, its
-record and its checkpoint.
-
-- ``copy_metrics``: the source's record, its metrics copied (with ``source_run_id``).
-- ``trained(config)``: the source's trained model, loaded from its checkpoint (Tables 5-6 probe it).
+Tables 5-6 and Figs. 4-6 measure ConViT's trained Ti pair, which at the reduced scales is Table 2's pair on
+all the data. Such a cell gets a *pointer*: a probe run that carries the *source* run's own (partial)
+config plus ``source``, which names the source's run, and ``args`` for the probe. The plan resolves the
+pointer exactly as it resolves the source (same scale config, command-line overrides and smoke/dry-run
+mode), so the pointer's config minus ``probe``/``source``/``args`` is the source's resolved config: its
+fingerprint, its run id, its record and its checkpoint. ``trained(config)`` loads the source's model.
+(A cell that the source's record fills as it is names that run in the plan: ``repro.runs.fill``.)
 
 A probe never trains its source: the plan lists the source among the pointer's dependencies, and a
 command that asks for the pointer's table runs the source first, under the command's runtime and the
-source's lock (``repro.runs.with_sources``). A source with no finished record, or a finished one whose
-checkpoint is gone (another machine), is one line saying what to run (``repro.train.init_from``).
+source's lock. A source with no finished record, or a finished one whose checkpoint is gone (another
+machine), is one line saying what to run (``repro.train.init_from``).
 """
 from __future__ import annotations
 
@@ -25,11 +20,10 @@ from dataclasses import dataclass
 
 import torch
 
-from repro.functions import register
 from repro.runs import ConfigError, RunSpec, final_checkpoint, pointer_source
 from repro.train import checkpoint, ddp
 from repro.train.engine import Runtime, evaluate
-from repro.train.init_from import source_record, source_weights
+from repro.train.init_from import source_weights
 
 
 def source_spec(config: dict) -> RunSpec:
@@ -47,15 +41,6 @@ def _runtime() -> Runtime:
     on_gpu = d.device.type == "cuda"
     return Runtime(dist=d, progress=False, check_every=50 if on_gpu else 1,
                    num_workers=min(8, os.cpu_count() or 1) if on_gpu else 0, checkpoint_every_s=60.0)
-
-
-@register("convit.copy_metrics")
-def copy_metrics(config: dict) -> dict:
-    """Probe: the source run's metrics (per-epoch history left in the source's record)."""
-    rec = source_record(source_spec(config))
-    out = {k: v for k, v in rec["metrics"].items() if k != "history"}
-    out["source_run_id"] = rec["run_id"]
-    return out
 
 
 @dataclass

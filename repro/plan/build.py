@@ -1,11 +1,12 @@
 """A paper at a scale -> its plan: every run resolved, with its id, the cells and claims of the scale,
 and what each run depends on.
 
-One run serves another in three ways, all named in the plan so that the scheduler and the report need
-not rediscover them: ``init`` (a train run starts from another run's final model), ``source`` (a probe
-reads another run's record or checkpoint, papers/convit/reuse.py) and ``twin`` (a run whose resolved
-config is an earlier run's, filed under another table: it shares that run's record). A run's ``group`` is
-that of the run it starts from or reads, else a new one: what one process runs together, in order.
+One run serves another through the plan's edges, named there so that the scheduler and the report need not
+rediscover them: a run's ``depends_on`` is the run it starts from (``init``: a train run from another's final
+model) or reads (``source``: a probe of another run's record or checkpoint, papers/convit/reuse.py); a cell
+that an earlier run's record fills (a spec whose resolved config, seed and scale are that run's, filed under
+another table: ``runs.fill``) is one of the plan's ``fills``, naming that run, and no run of its own. A run's
+``group`` is that of the run it starts from or reads, else a new one: what one process runs together, in order.
 """
 from __future__ import annotations
 
@@ -46,12 +47,21 @@ def resolved_runs(c: dict, overrides: dict | None = None, tables: list[str] | No
     return with_sources(specs)  # a run that starts from another's model needs that run first
 
 
-def _dependencies(spec: RunSpec, twin_of: dict[str, str]) -> dict:
+def _edges(spec: RunSpec) -> dict:
+    """The run ``spec`` starts from (``init``) or reads (``source``), by id: its ``depends_on``."""
     pointer = pointer_source(spec.config) if spec.kind == "probe" else None
-    init = source_spec(spec)
-    deps = {"init": init.run_id if init else None, "source": pointer.run_id if pointer else None,
-            "twin": twin_of.get(spec.fingerprint)}
-    return {k: v for k, v in deps.items() if v and v != spec.run_id}
+    return {k: s.run_id for k, s in (("init", source_spec(spec)), ("source", pointer)) if s is not None}
+
+
+def _measured_by(specs: list[RunSpec]) -> dict[str, str]:
+    """Run id -> the run that measures it: the first spec of its fingerprint (the same run asked for by another
+    table fills a cell there), or itself where another run starts from or reads it (smoke mode can make two
+    tables' sources one config: each runs, so that every dependent finds its source's record)."""
+    served = {d for s in specs for d in _edges(s).values()}
+    first: dict[str, str] = {}
+    for s in specs:
+        first.setdefault(s.fingerprint, s.run_id)
+    return {s.run_id: s.run_id if s.run_id in served else first[s.fingerprint] for s in specs}
 
 
 def _models(specs: list[RunSpec]) -> dict[str, dict]:
@@ -106,20 +116,22 @@ def plan(c: dict, overrides: dict | None = None, command: list[str] | tuple = ()
     """The plan of ``c['paper']`` at ``c['scale']`` (plan.json's content): runs in order, cells, claims;
     ``command``: the overrides it was composed with (``shaping``), stored when there are any."""
     specs = resolved_runs(c, overrides)
-    first: dict[str, str] = {}
+    measured_by = _measured_by(specs)
     group: dict[str, int] = {}
-    runs = []
+    runs, fills = [], []
     for s in specs:
-        deps = _dependencies(s, first)
+        if measured_by[s.run_id] != s.run_id:  # the same run asked for by another table: the cell names it
+            fills.append({"table": s.table, "cell": s.cell, "seed": s.seed, "run_id": measured_by[s.run_id]})
+            continue
+        deps = _edges(s)
         served = deps.get("init") or deps.get("source")
-        group[s.run_id] = group[served] if served in group else max(group.values(), default=-1) + 1
+        group[s.run_id] = group[served] if served else max(group.values(), default=-1) + 1
         runs.append({"run_id": s.run_id, "table": s.table, "cell": s.cell, "seed": s.seed, "kind": s.kind,
                      "name": s.name, "fingerprint": s.fingerprint, "config": s.config,
                      "depends_on": deps, "group": group[s.run_id]})
-        first.setdefault(s.fingerprint, s.run_id)
     cells = sorted({(s.table, s.cell["row"], col) for s in specs for col in s.cell["columns"]})
     scale = specs[0].scale if specs else c["scale"]  # a smoke plan is filed under <scale>-smoke, as its runs
     return sealed({"schema": SCHEMA, "paper": c["paper"], "scale": scale, "seeds": c.get("seeds"),
                    "resolves": resolves(c["paper"], c["scale"]), "resolves_by_scale": resolves_by_scale(c["paper"]),
-                   "cells": [list(x) for x in cells],
-                   "models": _models(specs), "runs": runs, **({"overrides": list(command)} if command else {})})
+                   "cells": [list(x) for x in cells], "models": _models(specs), "runs": runs, "fills": fills,
+                   **({"overrides": list(command)} if command else {})})

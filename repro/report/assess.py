@@ -56,6 +56,14 @@ def planned_only(records: list[dict], plans: dict[str, dict]) -> tuple[list[dict
     return keep, out
 
 
+def filled(records: list[dict], plans: dict[str, dict]) -> list[dict]:
+    """Each record the plan names for a cell of another table (plan.json's ``fills``), placed in that cell: one
+    run's record fills every table that asks for it, and no copy of it is ever written."""
+    by_id = {(str(r.get("scale")), r.get("run_id")): r for r in records}
+    return [{**rec, "table": f["table"], "cell": f["cell"]} for scale, plan in plans.items()
+            for f in plan.get("fills", []) if (rec := by_id.get((scale, f["run_id"])))]
+
+
 def defined_cells(plans: dict[str, dict]) -> dict[str, set]:
     """Per scale, the (table, row, column) cells its plan runs: the report then offers a command only for
     cells that command would fill (a scale without a plan: unknown, every cell offered)."""
@@ -82,10 +90,11 @@ def assess(paper: Paper, records: list[dict], bad: list | None = None,
     plans = plans or {}
     arch = models(plans)
     records, unplanned = planned_only(records, plans)
-    cmp = compare(paper, records, [*(bad or []), *unplanned], defined_cells(plans), resolves(plans), arch)
+    placed = filled(records, plans)
+    cmp = compare(paper, records, [*(bad or []), *unplanned], defined_cells(plans), resolves(plans), arch, placed)
     settings = {s: setting([r for r in records if str(r.get("scale")) == s], arch) for s in cmp.scales}
     by_table = {}
-    for r in records:
+    for r in [*records, *placed]:
         by_table.setdefault((str(r.get("table")), str(r.get("scale"))), []).append(r)
     table_settings = {key: setting(recs, arch) for key, recs in by_table.items()}
     return Assessment(cmp, judge_all(cmp), judge_preconditions(cmp), settings, table_settings)

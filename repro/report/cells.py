@@ -578,13 +578,14 @@ def cost_text(cost: dict) -> str:
 
 def compare(paper: Paper, records: list[dict], bad: list[RecordError] | None = None,
             defined: dict[str, set] | None = None, resolves: dict[str, set] | None = None,
-            models: dict | None = None) -> Comparison:
+            models: dict | None = None, filled: list[dict] = ()) -> Comparison:
     """Compare a paper's printed tables with its records, at every scale that has records.
 
     ``defined`` maps a scale to the (table, row, column) cells its plan runs (assess.defined_cells); cells
     outside it are marked as never run at that scale. ``models``: the plans' registered model arguments.
+    ``filled``: records placed in the other cells the plan names them for (assess.filled), indexed, not counted.
     """
-    index, problems = index_records(paper, records)
+    index, problems = index_records(paper, [*records, *filled])
     problems = [str(p) for p in paper.problems] + [str(e) for e in (bad or [])] + problems
     used, counted = {s for (s, *_rest) in index}, counted_params(records, models)
     scales = order_scales(used)

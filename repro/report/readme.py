@@ -3,8 +3,8 @@
 Why: prose that repeats a number drifts from the report that measures it. Each README keeps its protocol and
 reasoning by hand and a marked block that ``make report`` rewrites: the claims' verdicts with effect and 95 %
 interval per scale, the setting, and each scale's cost, stated once (the summed ``provenance.wall_s`` of the
-scale's records: every run's wall time including evaluation and resumes; a record shared from another run
-counts 0 s). Text outside the markers is never touched; a hand edit inside them is overwritten.
+scale's records: every run's wall time including evaluation and resumes, each run once, whatever cells it
+fills). Text outside the markers is never touched; a hand edit inside them is overwritten.
 """
 from __future__ import annotations
 

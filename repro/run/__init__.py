@@ -3,7 +3,7 @@ the plan (and the command's config); it never imports paper experiments, the rep
 
 reproduce.py the ``reproduce`` command's checks, then one of the ways below
 specs.py     the plan's runs one command means (tables asked for, what they depend on, this shard), their checks
-sequential.py runs in order in this process (or torchrun's ranks), twins shared, crashes recorded
+sequential.py runs in order in this process (or torchrun's ranks), crashes recorded
 packed.py    ``runtime.fused=true``: a cell's runs trained as one fused group
 parallel.py  ``jobs=N``: the plan's groups of runs in N processes at a time (child.py: one group)
 locks.py     one lock per run, in the results folder, taken the same way by every path above

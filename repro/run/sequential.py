@@ -1,6 +1,5 @@
 """One process (or one torchrun group of ranks) running the command's runs in order: each without a record
-under its lock, fused groups first where ``runtime.fused=true``, a twin's record shared, a crash recorded
-while the others go on."""
+under its lock, fused groups first where ``runtime.fused=true``, a crash recorded while the others go on."""
 from __future__ import annotations
 
 import time
@@ -13,7 +12,7 @@ from ..runs import RunSpec, run_dir
 from ..train import ddp, machine, preempt
 from ..train.checkpoint import CheckpointError
 from ..train.engine import Runtime
-from ..train.execute import DONE, execute, failed_record, record_status, resumes, shared_record
+from ..train.execute import DONE, execute, failed_record, record_status, resumes
 from .locks import claim, held_by
 from .packed import train_packed
 from .progress import describe, eta
@@ -23,10 +22,6 @@ BAD_INPUT = (ConfigError, DataError, FractionError, records.RecordError, Checkpo
 
 def run_specs(specs: list[RunSpec], status: dict, force: bool, rt: Runtime, d, say) -> list[RunSpec]:
     """Run, in order, each spec without a record (all with ``force``); returns those that crashed (recorded failed)."""
-    finished = {}  # fingerprint -> run id of a finished record: a run another table asked for already
-    for s in specs:
-        if status[s.run_id] == "finished":
-            finished.setdefault(s.fingerprint, s.run_id)
     todo = [s.run_id for s in specs if force or status[s.run_id] not in DONE]  # what this command will run
     took: list[float] = []  # wall seconds of each run this command executed
     failures: list[RunSpec] = []
@@ -37,13 +32,6 @@ def run_specs(specs: list[RunSpec], status: dict, force: bool, rt: Runtime, d, s
             continue
         if st in DONE and not force:
             say(f"{tag} skip {s.run_id} ({st})")
-            continue
-        twin = None if force else finished.get(s.fingerprint)
-        if twin is not None and st == "not run":
-            source = records.read_record(records.record_path(s.paper, s.scale, twin))
-            if d.is_main:
-                records.write_record(shared_record(s, source))
-            say(f"{tag} {s.run_id}: same run as {twin}, record shared")
             continue
         if preempt.requested():
             raise preempt.Preempted(f"{preempt.cause()} before {s.run_id}; run the same command again to go on")
@@ -56,8 +44,6 @@ def run_specs(specs: list[RunSpec], status: dict, force: bool, rt: Runtime, d, s
             took.append(time.monotonic() - t0)
         if rec is None:
             failures.append(s)
-        elif rec["status"] == "finished":
-            finished.setdefault(s.fingerprint, s.run_id)
     return failures
 
 

@@ -30,17 +30,19 @@ def planned_specs(doc: dict) -> list[RunSpec]:
 
 
 def select(c: dict, doc: dict, group: int | None = None) -> list[RunSpec]:
-    """The plan's runs one command means: its tables (``tables=``) and runs (``runs=``, ids or prefixes), with
-    every run they start from or read (the plan's ``depends_on``), then this shard's groups or ``group`` alone."""
+    """The plan's runs one command means: its tables (``tables=``: their runs and the runs that fill their cells)
+    and runs (``runs=``, ids or prefixes), with every run they start from or read (the plan's ``depends_on``),
+    then this shard's groups or ``group`` alone."""
     wanted = doc["runs"]
     tables = c.get("tables")
     if tables:
         tables = [t for t in tables.split(",") if t] if isinstance(tables, str) else list(tables)
-        known = sorted({r["table"] for r in wanted})
+        known = sorted({r["table"] for r in [*wanted, *doc.get("fills", [])]})
         if unknown := [t for t in tables if t not in known]:
             raise ConfigError(f"unknown table(s) {', '.join(unknown)} for {doc['paper']} at scale {c['scale']}; "
                               f"tables with runs: {', '.join(known) or 'none'}")
-        wanted = [r for r in wanted if r["table"] in tables]
+        filling = {f["run_id"] for f in doc.get("fills", []) if f["table"] in tables}
+        wanted = [r for r in wanted if r["table"] in tables or r["run_id"] in filling]
     if ids := c.get("runs"):
         ids = [str(i) for i in (ids.split(",") if isinstance(ids, str) else ids) if i]
         if unknown := [i for i in ids if not any(r["run_id"].startswith(i) for r in wanted)]:
@@ -61,9 +63,8 @@ def with_dependencies(doc: dict, runs: list[dict]) -> list[dict]:
     by_id, out, seen = {r["run_id"]: r for r in doc["runs"]}, [], set()
 
     def add(r: dict) -> None:
-        for key in ("init", "source"):
-            if key in r["depends_on"]:
-                add(by_id[r["depends_on"][key]])
+        for served in r["depends_on"].values():
+            add(by_id[served])
         if r["run_id"] not in seen:
             seen.add(r["run_id"])
             out.append(r)

@@ -66,18 +66,6 @@ def execute(spec: RunSpec, rt: Runtime, write: bool = True) -> dict:
     return rec
 
 
-def shared_record(spec: RunSpec, source: dict) -> dict:
-    """``spec``'s record from the finished record of a run with the same fingerprint (kind, resolved
-    config, seed, scale) filed under another table: one training serves every table that asks for it.
-
-    The metrics are the source's; provenance names it (``shared_from``) and books no wall time here, so
-    a table's "time to table" counts each training once.
-    """
-    prov = {**source["provenance"], "shared_from": source["run_id"], "wall_s": 0.0,
-            "source_wall_s": source["provenance"].get("wall_s")}
-    return {**source, "run_id": spec.run_id, "table": spec.table, "cell": spec.cell, "provenance": prov}
-
-
 def failed_record(spec: RunSpec, rt: Runtime, error: BaseException) -> dict:
     """A record saying the run crashed (rerun retries it); the traceback goes in its metrics."""
     tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))
