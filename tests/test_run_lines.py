@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from repro import records
 from repro.cli import main
@@ -48,16 +49,45 @@ def test_a_lock_from_a_clock_ahead_of_ours_is_named(dirs, capsys):
     assert not records.record_path(pid, "tiny", run_id).exists()
 
 
-def test_ctrl_c_while_a_jobs_group_starts_is_no_traceback(dirs):
-    """Ctrl-C reaches every process of a jobs=N command; a group still importing printed a KeyboardInterrupt
-    traceback. It now waits for its parent's SIGTERM, which ends it quietly."""
-    env = {**subprocess_env(dirs), preempt.SUMMARIZED: "1"}
-    p = subprocess.Popen([sys.executable, "-m", "repro", "reproduce", *fast_args(dirs["pid"])], env=env,
-                         cwd=dirs["papers"].parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(0.2)  # inside its imports (torch alone takes longer)
-    p.send_signal(signal.SIGINT)
-    time.sleep(0.3)
-    p.terminate()  # what the parent's preempt.wait does
-    out, err = p.communicate(timeout=120)
-    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
-    assert preempt.stopped(p.returncode)
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (Linux /proc)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:  # ended while we looked
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def test_ctrl_c_the_instant_jobs_groups_start_is_one_line_and_resumes(dirs):
+    """Ctrl-C reaches the terminal's whole process group; a group's process still starting Python (before any
+    handler of ours) printed a KeyboardInterrupt traceback (3 of 4 tries). Now the parent alone gets it: one
+    line, exit 130, and the same command again finishes every run."""
+    args = [sys.executable, "-m", "repro", "reproduce", *fast_args(dirs["pid"], "jobs=2", "report=false")]
+    env, cwd = subprocess_env(dirs), dirs["papers"].parent
+    p = subprocess.Popen(args, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)  # a terminal of its own: killpg is Ctrl-C
+    deadline = time.time() + 120
+    while not _children(p.pid) and p.poll() is None and time.time() < deadline:
+        time.sleep(0.002)
+    os.killpg(p.pid, signal.SIGINT)  # a group has just been exec'd: Python is starting in it
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == preempt.INTERRUPT_EXIT_CODE and len(err.splitlines()) == 1, err
+    assert err.startswith("stopped: SIGINT") and "Traceback" not in err
+    again = subprocess.run(args, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert len(records.load_records(dirs["pid"], root=dirs["results"])[0]) == 3
+
+
+def test_a_jobs_group_runs_outside_the_terminals_process_group():
+    from repro.run.parallel import start_group
+
+    p = start_group([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert os.getpgid(p.pid) not in (os.getpgid(0), 0)
+    finally:
+        p.kill()
+        p.wait()
