@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, ValidationError
 from omegaconf.nodes import BooleanNode
 
+from .paths import check_creatable, not_writable
 from .runs import ConfigError
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
@@ -217,17 +218,5 @@ def check_writable(folder: Path, what: str = "results folder", env: str = "REPRO
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
-        blocker = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
-        why = (f"{blocker} is a file, not a folder: move it away" if blocker
-               else f"{e.strerror or e}: fix its permissions")
-        raise ConfigError(f"{what} {folder} is not writable ({why}), or point {env} at a writable folder") from None
-
-
-def check_creatable(folder: Path, what: str, env: str) -> None:
-    """A folder a run creates later (its locks, its checkpoints) can be created: no file stands on its path.
-    Checked without creating it, so bad input still writes nothing."""
-    folder = Path(folder)
-    existing = next(p for p in (folder, *folder.parents) if p.exists())
-    if not existing.is_dir():
-        raise ConfigError(f"{what} {folder} is not writable ({existing} is a file, not a folder: move it away), "
-                          f"or point {env} at a writable folder")
+        check_creatable(folder, what, env)  # a file on its path: named
+        raise not_writable(folder, f"{e.strerror or e}: fix its permissions", what, env) from None

@@ -67,7 +67,7 @@ def test_a_record_out_of_its_place_stops_the_report_naming_both_files(convit_cpu
     assert err.startswith(f"error: {bad}: ") and f"whose record is {home}" in err and err.endswith("--allow-invalid")
 
 
-@pytest.mark.parametrize("case", ["missing", "garbage", "a run taken out", "another scale's"])
+@pytest.mark.parametrize("case", ["missing", "garbage", "a folder", "a run taken out", "another scale's"])
 def test_the_report_stops_at_a_plan_it_cannot_trust(convit_cpu, capsys, monkeypatch, case):
     folder, args = convit_cpu
     plan = folder / "plan.json"
@@ -76,12 +76,16 @@ def test_the_report_stops_at_a_plan_it_cannot_trust(convit_cpu, capsys, monkeypa
         plan.unlink()
     elif case == "garbage":
         plan.write_text("{not json")
+    elif case == "a folder":  # was a plan taken as missing, and python -m repro.plan a traceback
+        plan.unlink()
+        plan.mkdir()
     elif case == "a run taken out":
         plan.write_bytes(store.dumps({**doc, "runs": doc["runs"][1:]}))
     else:
         plan.write_bytes(store.dumps(store.sealed({**doc, "scale": "tiny"})))
     err = one_line_error(capsys, report_main(args))
     assert str(plan) in err and "python -m repro.plan --paper convit --scale cpu" in err
+    assert case != "a folder" or f"{plan} is a folder, not a plan: move it away" in err
     if case == "garbage":  # what the plan stage says to it: the overrides it was made with are lost
         monkeypatch.setenv("REPRO_RESULTS_DIR", str(folder.parents[1]))
         err = one_line_error(capsys, plan_main(["--paper", "convit", "--scale", "cpu"]))
