@@ -175,8 +175,9 @@ def check_place(rec: dict, path: Path, paper: str, scale: str) -> dict:
     as another scale's measurement. RecordError names the file and the one its run belongs in."""
     home = record_path(str(rec["paper"]), str(rec["scale"]), str(rec["run_id"]), path.parents[3])
     if path.name != home.name or rec["paper"] != paper or rec["scale"] != scale:
-        raise RecordError(f"{path}: holds run {rec['run_id']} of {rec['paper']}/{rec['scale']}, whose record "
-                          f"is {home}: one run id is one measurement; delete the copy, or move it there")
+        where = (f"whose record is {home}: one run id is one measurement; delete the copy" if home.exists() else
+                 f"whose record belongs at {home} (no file there): move it there, or delete it")
+        raise RecordError(f"{path}: holds run {rec['run_id']} of {rec['paper']}/{rec['scale']}, {where}")
     return rec
 
 
