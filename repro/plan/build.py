@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..checks import check_given
 from ..errors import ConfigError
 from ..runs import RUN_KEYS, RunSpec, check_unique, deep_merge, pointer_source, resolve, source_spec, with_sources
 from .experiments import known_papers, paper_runs, resolves, resolves_by_scale
@@ -35,6 +34,8 @@ def resolved_runs(c: dict, overrides: dict | None = None, tables: list[str] | No
     ``overrides`` and the smoke / dry-run mode, each source run before its first dependent."""
     if not c.get("paper"):
         raise ConfigError(f"give paper=<id>; papers with experiments: {', '.join(known_papers()) or 'none'}")
+    from ..checks import check_given  # torch and Hydra: imported when a plan is built, not with this module
+
     specs = paper_runs(c["paper"], c["scale"], c.get("seeds"), tables)
     check_given(overrides or {})  # as typed: a mode may replace them below
     mode = _mode(c, overrides or {})
