@@ -89,7 +89,9 @@ def test_ctrl_c_while_a_command_imports_is_one_line(dirs):
     """Before any handler of ours is set (torch alone takes seconds to import), Ctrl-C was a traceback."""
     p = subprocess.Popen([sys.executable, "-m", "repro", "reproduce", *fast_args(dirs["pid"])],
                          env=subprocess_env(dirs), cwd=dirs["papers"].parent, stderr=subprocess.PIPE, text=True)
-    time.sleep(0.5)
+    maps, deadline = Path(f"/proc/{p.pid}/maps"), time.time() + 60
+    while "libtorch" not in maps.read_text() and time.time() < deadline:  # inside `import torch`, past Python's
+        time.sleep(0.005)  # own start-up (a Ctrl-C there is Python's "Fatal Python error", before any code of ours)
     p.send_signal(signal.SIGINT)
     err = p.communicate(timeout=120)[1]
     assert p.returncode == preempt.INTERRUPT_EXIT_CODE and err.startswith("stopped: interrupted before"), err
