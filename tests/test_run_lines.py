@@ -66,20 +66,23 @@ def _groups(pid: int) -> list[int]:
 
 
 def test_ctrl_c_the_instant_jobs_groups_start_is_one_line_and_resumes(dirs):
-    """Ctrl-C reaches the terminal's whole process group; a group's process still starting Python (before any
-    handler of ours) printed a KeyboardInterrupt traceback (3 of 4 tries). Now the parent alone gets it: one
-    line, exit 130, and the same command again finishes every run."""
+    """Ctrl-C reaches the terminal's whole process group; a group's process still starting Python (its site
+    import, before any handler of ours) printed "Fatal Python error" or a KeyboardInterrupt traceback (2 of 8
+    tries in the last replay). Now the parent alone gets it: one line, exit 130, and the same command again
+    finishes every run."""
     args = [sys.executable, "-m", "repro", "reproduce", *fast_args(dirs["pid"], "jobs=2", "report=false")]
     env, cwd = subprocess_env(dirs), dirs["papers"].parent
-    p = subprocess.Popen(args, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)  # a terminal of its own: killpg is Ctrl-C
-    deadline = time.time() + 120
-    while not _groups(p.pid) and p.poll() is None and time.time() < deadline:
-        time.sleep(0.002)
-    os.killpg(p.pid, signal.SIGINT)  # a group has just been exec'd: Python is starting in it
-    out, err = p.communicate(timeout=300)
-    assert p.returncode == preempt.INTERRUPT_EXIT_CODE and len(err.splitlines()) == 1, err
-    assert err.startswith("stopped: SIGINT") and "Traceback" not in err
+    for delay in (0.05, 0.15):  # after the exec: inside Python's start-up
+        p = subprocess.Popen(args, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)  # a terminal of its own: killpg is Ctrl-C
+        deadline = time.time() + 120
+        while not _groups(p.pid) and p.poll() is None and time.time() < deadline:
+            time.sleep(0.002)
+        time.sleep(delay)
+        os.killpg(p.pid, signal.SIGINT)
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == preempt.INTERRUPT_EXIT_CODE and len(err.splitlines()) == 1, err
+        assert err.startswith("stopped: SIGINT") and "Traceback" not in err
     again = subprocess.run(args, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr
     assert len(records.load_records(dirs["pid"], root=dirs["results"])[0]) == 3
