@@ -1,13 +1,12 @@
 """``python -m repro``: see repro/cli.py."""
-import os
-import signal
+import sys
 
-# A group of a jobs=N command (REPRO_STOP_SUMMARIZED, repro/train/preempt.py): Ctrl-C reaches it with the whole
-# process group, and while it still imports (before its handlers are set) it ended in a KeyboardInterrupt
-# traceback. It ignores SIGINT until then; its parent passes Ctrl-C on to it as SIGTERM.
-if os.environ.get("REPRO_STOP_SUMMARIZED"):
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+try:
+    from .cli import main
 
-from .cli import main  # noqa: E402 - after the signal is set: this import takes seconds
-
-raise SystemExit(main())
+    code = main()
+except KeyboardInterrupt:  # Ctrl-C while the imports (seconds) or the checks run: before any run started
+    print("stopped: interrupted before any run started; nothing was written by it: run the same command again",
+          file=sys.stderr)
+    code = 130
+raise SystemExit(code)

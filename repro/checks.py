@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, ValidationError
 from omegaconf.nodes import BooleanNode
 
+from .paths import check_creatable, not_writable
 from .runs import ConfigError
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
@@ -29,9 +30,10 @@ DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
 # recipe key -> (kind, lower bound, inclusive, upper bound): values a run can be trained with
 POSITIVE_INT = ("epochs", "batch_size", "eval_batch_size")
 NON_NEGATIVE_INT = ("eval_every", "recount")
-POSITIVE = ("lr_base_batch",)
-NON_NEGATIVE = ("base_lr", "warmup_epochs", "weight_decay", "min_lr", "warmup_lr", "mixup", "cutmix", "cooldown_epochs")
+POSITIVE = ("lr_base_batch", "base_lr", "lr", "opt_eps", "clip_grad")  # null lr / clip_grad: derived / none
+NON_NEGATIVE = ("warmup_epochs", "weight_decay", "min_lr", "warmup_lr", "mixup", "cutmix", "cooldown_epochs")
 PROBABILITY = ("smoothing", "reprob", "mixup_prob", "mixup_switch_prob", "hflip", "drop_path", "drop")
+FRACTION = ("momentum", "ema_decay")
 
 
 def check_finite(config: dict, prefix: str = "") -> None:
@@ -51,8 +53,9 @@ def _number(key: str, value) -> float:
     return float(value)
 
 
-def check_recipe(recipe: dict) -> None:
-    """Every numeric recipe value is a number in its range (epochs >= 1, lr >= 0, probabilities in [0, 1])."""
+def check_ranges(recipe: dict) -> None:
+    """Each numeric recipe value given is a number in its range (epochs >= 1, lr > 0: a run at lr 0 trains
+    nothing and is recorded as if it had, probabilities in [0, 1]); keys absent are not checked."""
     for key in POSITIVE_INT + NON_NEGATIVE_INT:
         if key in recipe:
             v = _number(key, recipe[key])
@@ -60,14 +63,28 @@ def check_recipe(recipe: dict) -> None:
             if v != int(v) or v < low:
                 raise ConfigError(f"recipe.{key}={recipe[key]!r}: give a whole number >= {low}")
     for key in POSITIVE:
-        if key in recipe and _number(key, recipe[key]) <= 0:
+        if recipe.get(key) is not None and _number(key, recipe[key]) <= 0:
             raise ConfigError(f"recipe.{key}={recipe[key]!r}: give a number > 0")
-    for key in NON_NEGATIVE + (("lr",) if recipe.get("lr") is not None else ()):  # lr 0: a frozen phase
+    for key in NON_NEGATIVE:
         if key in recipe and _number(key, recipe[key]) < 0:
             raise ConfigError(f"recipe.{key}={recipe[key]!r}: give a number >= 0")
-    for key in PROBABILITY:
+    for key in PROBABILITY + FRACTION:
         if key in recipe and not 0 <= _number(key, recipe[key]) <= 1:
-            raise ConfigError(f"recipe.{key}={recipe[key]!r}: give a probability in [0, 1]")
+            kind = "probability" if key in PROBABILITY else "number"
+            raise ConfigError(f"recipe.{key}={recipe[key]!r}: give a {kind} in [0, 1]")
+
+
+def check_given(overrides: dict) -> None:
+    """The run values typed on the command line, as typed: smoke=true replaces some of them in every run, and
+    ``recipe.epochs=inf`` under smoke passed."""
+    check_finite(overrides)
+    check_ranges(overrides.get("recipe") or {})
+    _image_counts(overrides.get("data") or {})
+
+
+def check_recipe(recipe: dict) -> None:
+    """A run's whole recipe: each value in its range, and the values that depend on each other agree."""
+    check_ranges(recipe)
     warmup = recipe.get("warmup_epochs") or 0
     if recipe.get("step_on_epochs", True) and warmup != int(warmup):
         raise ConfigError(f"recipe.warmup_epochs={warmup!r}: a schedule stepped per epoch warms up whole epochs;"
@@ -112,10 +129,14 @@ def check_command(c: dict) -> None:
 
 def check_data(data: dict) -> None:
     """Image counts are positive or null (null: no limit), the pipeline is one we have, paths are given."""
-    for key in ("max_per_class", "test_max_per_class", "test_limit"):
-        _count(f"data.{key}", data.get(key), also=(None,))
+    _image_counts(data)
     _choice("data.pipeline", data.get("pipeline", "auto"), PIPELINES)
     check_paths(data)
+
+
+def _image_counts(data: dict) -> None:
+    for key in ("max_per_class", "test_max_per_class", "test_limit"):
+        _count(f"data.{key}", data.get(key), also=(None,))
 
 
 def check_paths(data: dict) -> None:
@@ -217,17 +238,5 @@ def check_writable(folder: Path, what: str = "results folder", env: str = "REPRO
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
-        blocker = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
-        why = (f"{blocker} is a file, not a folder: move it away" if blocker
-               else f"{e.strerror or e}: fix its permissions")
-        raise ConfigError(f"{what} {folder} is not writable ({why}), or point {env} at a writable folder") from None
-
-
-def check_creatable(folder: Path, what: str, env: str) -> None:
-    """A folder a run creates later (its locks, its checkpoints) can be created: no file stands on its path.
-    Checked without creating it, so bad input still writes nothing."""
-    folder = Path(folder)
-    existing = next(p for p in (folder, *folder.parents) if p.exists())
-    if not existing.is_dir():
-        raise ConfigError(f"{what} {folder} is not writable ({existing} is a file, not a folder: move it away), "
-                          f"or point {env} at a writable folder")
+        check_creatable(folder, what, env)  # a file on its path: named
+        raise not_writable(folder, f"{e.strerror or e}: fix its permissions", what, env) from None

@@ -15,7 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable
 
-from .paths import env_folder
+from .errors import ConfigError
+from .paths import env_folder, file_in_the_way
 
 SCHEMA = "vitrepro.record/1"
 STATUSES = ("finished", "diverged", "failed")
@@ -59,7 +60,11 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
     the mode an ``open`` would give it (0666 less the umask), not the temp file's owner-only 0600, so a
     results folder shared with a group stays readable."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise ConfigError(f"cannot write {path}: {file_in_the_way(path.parent)} is a file, not a folder: "
+                          f"move it away") from None
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -70,6 +75,8 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
         os.replace(tmp, path)
     except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, IsADirectoryError) and path.is_dir():
+            raise ConfigError(f"cannot write {path}: a folder stands there: move it away") from None
         if isinstance(e, RuntimeError) and "unexpected pos" in str(e):  # torch.save's word for a short write
             raise OSError(errno.ENOSPC, "No space left on device", str(path)) from None
         if isinstance(e, OSError) and e.filename is None:  # a write through a file object names no file
@@ -168,8 +175,9 @@ def check_place(rec: dict, path: Path, paper: str, scale: str) -> dict:
     as another scale's measurement. RecordError names the file and the one its run belongs in."""
     home = record_path(str(rec["paper"]), str(rec["scale"]), str(rec["run_id"]), path.parents[3])
     if path.name != home.name or rec["paper"] != paper or rec["scale"] != scale:
-        raise RecordError(f"{path}: holds run {rec['run_id']} of {rec['paper']}/{rec['scale']}, whose record "
-                          f"is {home}: one run id is one measurement; delete the copy, or move it there")
+        where = (f"whose record is {home}: one run id is one measurement; delete the copy" if home.exists() else
+                 f"whose record belongs at {home} (no file there): move it there, or delete it")
+        raise RecordError(f"{path}: holds run {rec['run_id']} of {rec['paper']}/{rec['scale']}, {where}")
     return rec
 
 

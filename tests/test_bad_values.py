@@ -14,6 +14,7 @@ from repro import records
 from repro.cli import main
 from repro.data import tensor_cache
 from repro.data.sources import Split
+from repro.errors import ConfigError
 from repro.report.__main__ import main as report_main
 
 from conftest import REPO, fast_args, image_folder
@@ -120,3 +121,35 @@ def test_out_of_memory_is_one_line_and_no_failed_record(dirs, capsys, monkeypatc
     err = one_line_error(capsys, main(["reproduce", *fast_args(dirs["pid"], "tables=[table2]", "report=false")]))
     assert "out of memory (CUDA out of memory. Tried to allocate 20.00 GiB); lower recipe.batch_size" in err
     assert not list(dirs["results"].rglob("records/*.json"))
+
+
+@pytest.mark.parametrize("blocked", ["<cache>/data", "<cache>/deadline", "plan.json"])
+def test_a_cache_folder_that_is_a_file_or_a_plan_that_is_a_folder_is_one_line(dirs, capsys, blocked):
+    """Each was a traceback: the data cache's and deadline's folders created on first write, plan.json read and
+    written as a file."""
+    image_folder(dirs["data"] / "cifar10-jpeg")
+    command = ["deadline", "25m", "reproduce"] if blocked == "<cache>/deadline" else ["reproduce"]
+    if blocked == "plan.json":
+        blocker = dirs["results"] / dirs["pid"] / "tiny" / "plan.json"
+        blocker.mkdir(parents=True)
+        said = f"{blocker} is a folder, not a plan: move it away"
+    else:
+        blocker = dirs["cache"] / blocked.removeprefix("<cache>/")
+        blocker.write_text("x")
+        said = f"{blocker} is a file, not a folder: move it away"
+    err = one_line_error(capsys, main([*command, *_jpeg_args(dirs["pid"])]))
+    assert said in err and blocker.exists() and not (dirs["cache"] / "runs").exists()
+    assert not [f for f in dirs["results"].rglob("*") if f.is_file()]
+
+
+@pytest.mark.parametrize("case", ["a file on its folder's path", "a folder at its path"])
+def test_any_atomic_write_blocked_by_a_file_or_folder_is_one_line(tmp_path, case):
+    """The net under every write (records, plans, reports, caches): a ConfigError naming what stands there."""
+    target = tmp_path / "a" / "b.json"
+    if case == "a folder at its path":
+        target.mkdir(parents=True)
+    else:
+        (tmp_path / "a").write_text("x")
+    with pytest.raises(ConfigError, match=f"cannot write {target}: .*move it away"):
+        records.atomic_write_bytes(target, b"{}")
+    assert [p.name for p in tmp_path.rglob("*")] in (["a"], ["a", "b.json"])

@@ -38,6 +38,12 @@ def _misplace(good, case: str):
     return bad, good
 
 
+def _names_its_home(err: str, home) -> bool:
+    """The file the run's record is, or the place it belongs where there is none yet (it said "whose record is"
+    of a file that does not exist)."""
+    return (f"whose record is {home}: " if home.exists() else f"whose record belongs at {home} (no file there)") in err
+
+
 @pytest.mark.parametrize("case", MISPLACED)
 def test_a_record_out_of_its_place_stops_reproduce_naming_both_files(dirs, capsys, case):
     pid = dirs["pid"]
@@ -46,7 +52,7 @@ def test_a_record_out_of_its_place_stops_reproduce_naming_both_files(dirs, capsy
     bad, home = _misplace(good, case)
     capsys.readouterr()
     err = one_line_error(capsys, main(["reproduce", *fast_args(pid, "tables=[table1]", "report=false")]))
-    assert err.startswith(f"error: {bad}: ") and f"whose record is {home}" in err
+    assert err.startswith(f"error: {bad}: ") and _names_its_home(err, home)
     assert [r["run_id"] for r in records.load_records(pid, root=dirs["results"])[0]] == [good.stem]  # counted once
 
 
@@ -64,10 +70,10 @@ def test_a_record_out_of_its_place_stops_the_report_naming_both_files(convit_cpu
     folder, args = convit_cpu
     bad, home = _misplace(sorted((folder / "records").glob("*.json"))[0], case)
     err = one_line_error(capsys, report_main(args))
-    assert err.startswith(f"error: {bad}: ") and f"whose record is {home}" in err and err.endswith("--allow-invalid")
+    assert err.startswith(f"error: {bad}: ") and _names_its_home(err, home) and err.endswith("--allow-invalid")
 
 
-@pytest.mark.parametrize("case", ["missing", "garbage", "a run taken out", "another scale's"])
+@pytest.mark.parametrize("case", ["missing", "garbage", "a folder", "a run taken out", "another scale's"])
 def test_the_report_stops_at_a_plan_it_cannot_trust(convit_cpu, capsys, monkeypatch, case):
     folder, args = convit_cpu
     plan = folder / "plan.json"
@@ -76,12 +82,16 @@ def test_the_report_stops_at_a_plan_it_cannot_trust(convit_cpu, capsys, monkeypa
         plan.unlink()
     elif case == "garbage":
         plan.write_text("{not json")
+    elif case == "a folder":  # was a plan taken as missing, and python -m repro.plan a traceback
+        plan.unlink()
+        plan.mkdir()
     elif case == "a run taken out":
         plan.write_bytes(store.dumps({**doc, "runs": doc["runs"][1:]}))
     else:
         plan.write_bytes(store.dumps(store.sealed({**doc, "scale": "tiny"})))
     err = one_line_error(capsys, report_main(args))
     assert str(plan) in err and "python -m repro.plan --paper convit --scale cpu" in err
+    assert case != "a folder" or f"{plan} is a folder, not a plan: move it away" in err
     if case == "garbage":  # what the plan stage says to it: the overrides it was made with are lost
         monkeypatch.setenv("REPRO_RESULTS_DIR", str(folder.parents[1]))
         err = one_line_error(capsys, plan_main(["--paper", "convit", "--scale", "cpu"]))

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..paths import check_creatable
 from ..records import atomic_write
 from ..runs import cache_root
 from .sources import DataError, Split, read_image
@@ -65,6 +66,7 @@ def decoded(split: Split) -> tuple[torch.Tensor, torch.Tensor]:
     if path.exists():
         images = _load(path, len(split.files))
     else:
+        check_creatable(path.parent, "cache folder", "REPRO_CACHE_DIR")  # before decoding, not after
         images = _decode_files(split)
         atomic_write(path, lambda f: torch.save({"images": images}, f))
     _memo[str(path)] = (images, labels)

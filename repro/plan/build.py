@@ -35,16 +35,39 @@ def resolved_runs(c: dict, overrides: dict | None = None, tables: list[str] | No
     ``overrides`` and the smoke / dry-run mode, each source run before its first dependent."""
     if not c.get("paper"):
         raise ConfigError(f"give paper=<id>; papers with experiments: {', '.join(known_papers()) or 'none'}")
+    from ..checks import check_given  # torch and Hydra: imported when a plan is built, not with this module
+
     specs = paper_runs(c["paper"], c["scale"], c.get("seeds"), tables)
-    mode = None
-    if c.get("smoke") and c.get("dry_run"):
-        raise ConfigError("smoke=true and dry_run=true exclude each other; pick one")
-    for name in ("smoke", "dry_run"):
-        if c.get(name):
-            mode = deep_merge({"mode": name}, c["modes"][name])
+    check_given(overrides or {})  # as typed: a mode may replace them below
+    mode = _mode(c, overrides or {})
     specs = [resolve(s, c, overrides, mode) for s in specs]
     check_unique(specs)
     return with_sources(specs)  # a run that starts from another's model needs that run first
+
+
+def _mode(c: dict, overrides: dict) -> dict | None:
+    """smoke=true's or dry_run=true's settings, merged into every run; a value typed on the command line that
+    they replace is named in one line (``recipe.epochs=5 smoke=true`` trained one epoch without a word)."""
+    if c.get("smoke") and c.get("dry_run"):
+        raise ConfigError("smoke=true and dry_run=true exclude each other; pick one")
+    name = next((n for n in ("smoke", "dry_run") if c.get(n)), None)
+    if name is None:
+        return None
+    given, settings = dict(_leaves(overrides)), dict(_leaves(c["modes"][name]))
+    replaced = [f"{k}={given[k]} with {v}" for k, v in settings.items() if k in given and given[k] != v]
+    if replaced:
+        print(f"note: {name}=true replaces {', '.join(replaced)} in every run; without {name}=true the values "
+              f"given are used", flush=True)
+    return deep_merge({"mode": name}, c["modes"][name])
+
+
+def _leaves(tree: dict, prefix: str = ""):
+    """(dotted key, value) of each leaf of a nested dict."""
+    for k, v in tree.items():
+        if isinstance(v, dict):
+            yield from _leaves(v, f"{prefix}{k}.")
+        else:
+            yield f"{prefix}{k}", v
 
 
 def _edges(spec: RunSpec) -> dict:

@@ -35,9 +35,18 @@ def sealed(plan: dict) -> dict:
     return {**plan, "digest": digest(plan)}
 
 
+def check_plan_path(path: Path) -> None:
+    """A folder named plan.json is one line naming it where the plan is read or written, not a traceback (or,
+    read, a plan taken as missing)."""
+    if Path(path).is_dir():
+        raise ConfigError(f"{path} is a folder, not a plan: move it away; then python -m repro.plan --paper "
+                          f"{path.parent.parent.name} --scale {path.parent.name} writes the plan there")
+
+
 def write_plan(plan: dict, root: Path | None = None) -> Path:
     """Write ``plan`` (sealed) atomically (readers see the old file or the new one); returns its path."""
     path = plan_path(plan["paper"], plan["scale"], root)
+    check_plan_path(path)
     data = dumps(sealed(plan))
     if not (path.is_file() and path.read_bytes() == data):  # an unchanged plan leaves the file untouched
         atomic_write_bytes(path, data)
@@ -48,6 +57,7 @@ def read_plan(paper: str, scale: str, root: Path | None = None, verify: bool = T
     """The scale's plan, or None where none was written; a plan that cannot be read, or (``verify``) that is
     another folder's or was edited since the plan stage wrote it, is a ConfigError."""
     path = plan_path(paper, scale, root)
+    check_plan_path(path)
     if not path.is_file():
         return None
     rebuild = f"rebuild it with python -m repro.plan --paper {paper} --scale {scale}"

@@ -7,19 +7,14 @@ parent checked everything and builds the report."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import sys
 from pathlib import Path
 
-if os.environ.get("REPRO_STOP_SUMMARIZED"):  # Ctrl-C reaches it while it imports: its parent sends SIGTERM
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-from ..train.execute import record_status  # noqa: E402 - after the signal is set: these imports take seconds
-from ..train.model import register_models  # noqa: E402
-from .outcome import outcome  # noqa: E402
-from .reproduce import in_this_process, plan_written  # noqa: E402
-from .specs import select  # noqa: E402
+from ..train.execute import record_status
+from ..train.model import register_models
+from .outcome import outcome
+from .reproduce import in_this_process, plan_written
+from .specs import select
 
 
 def run_group(c: dict, plan: Path, group: int, digest: str) -> int:

@@ -26,6 +26,7 @@ from typing import Callable
 import torch
 from .. import records
 from ..errors import ConfigError, one_line
+from ..paths import check_creatable
 from ..train import machine
 from ..data import fraction_indices, open_split
 from ..probes.speed import throughput
@@ -90,6 +91,8 @@ def throughput_table(specs: list[RunSpec]) -> dict[str, float]:
     path = cache_root() / "deadline" / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', device_label())}.json"
     table = json.loads(path.read_text()) if path.exists() else {}
     missing = {_arch_key(s): s for s in specs if _arch_key(s) not in table}
+    if missing:
+        check_creatable(path.parent, "cache folder", "REPRO_CACHE_DIR")  # before measuring, not after
     for key, spec in missing.items():
         table[key] = measure(spec)
     if missing:

@@ -40,11 +40,14 @@ def _alive(pid: int) -> bool:
 
 
 def owner(path: Path) -> dict | None:
-    """The lock's owner {pid, host, since}, or None when there is no lock (or it is unreadable)."""
+    """The lock's owner {pid, host, since}, or None when there is no lock or its owner cannot be read from it
+    (a lock being written, cut, or not ours)."""
     try:
-        return json.loads(Path(path).read_text())
+        info = json.loads(Path(path).read_text())
     except (OSError, ValueError):
         return None
+    ok = isinstance(info, dict) and type(info.get("pid")) is int and isinstance(info.get("host"), str)
+    return info if ok else None
 
 
 def heartbeat_age(path: Path) -> float | None:
@@ -60,9 +63,9 @@ def _stale(path: Path) -> bool:
     if age is None:
         return True
     info = owner(path)
-    if not isinstance(info, dict):  # being written right now, or its writer died between create and write
+    if info is None:  # being written right now, or its writer died between create and write
         return age > 10
-    if info.get("host") == socket.gethostname() and not _alive(int(info.get("pid", -1))):
+    if info["host"] == socket.gethostname() and not _alive(info["pid"]):
         return True
     return age > STALE_AFTER_S
 
@@ -135,14 +138,19 @@ def claim(spec: RunSpec, d: ddp.Dist):
 
 
 def held_by(spec: RunSpec) -> str:
-    """'another process holds it (pid <pid> on <host>)', for the line that skips a run; a heartbeat from the
-    future (another host's clock ahead of ours) is named, since the lock then outlives its holder by that much."""
+    """'another process holds it (pid <pid> on <host>)', for the line that skips a run. A lock whose owner
+    cannot be read, and a heartbeat from the future (a clock ahead of ours: the lock then outlives its holder by
+    that much), are named with what to do."""
     path = lock_dir(spec) / LOCK_NAME
-    who = owner(path) or {}
-    line = f"another process holds it (pid {who.get('pid')} on {who.get('host')})"
+    who = owner(path)
+    holder = f"pid {who['pid']} on {who['host']}" if who else "its owner cannot be read from the lock"
+    line = f"another process holds it ({holder})"
     age = heartbeat_age(path)
+    gone = f"if pid {who['pid']} on {who['host']} has ended" if who else "if no command is running this run"
     if age is not None and age < -SKEW_S:
-        line += (f"; its heartbeat is {-age:.0f} s in the future (clock skew: this host's clock is behind "
-                 f"{who.get('host')}'s), so the lock holds that much longer after its holder is gone: if pid "
-                 f"{who.get('pid')} on {who.get('host')} has ended, delete {path}")
+        writer = f"{who['host']}'s" if who else "the lock writer's"
+        return (f"{line}; its heartbeat is {-age:.0f} s in the future (clock skew: this host's clock is behind "
+                f"{writer}), so the lock holds that much longer after its holder is gone: {gone}, delete {path}")
+    if who is None:
+        return f"{line}: {gone}, delete {path}"
     return line

@@ -43,7 +43,7 @@ def parallel(c: dict, plan: Path, doc: dict, specs: list[RunSpec], status: dict)
                 return None
             cmd = [sys.executable, "-m", "repro.run.child", config.name, str(plan), str(groups[index]), str(index),
                    doc["digest"]]
-            return preempt.wait(subprocess.Popen(cmd, env={**os.environ, preempt.SUMMARIZED: "1"}))
+            return preempt.wait(start_group(cmd))
 
         codes: list[int | None] = []
         with ThreadPoolExecutor(jobs) as pool:
@@ -59,3 +59,10 @@ def parallel(c: dict, plan: Path, doc: dict, specs: list[RunSpec], status: dict)
     print(f"{c['paper']} at scale {c['scale']}: {jobs} jobs x {threads} thread(s) finished in "
           f"{time.time() - start:.0f} s of wall time (exit codes {sorted(set(codes))})", flush=True)
     return codes
+
+
+def start_group(cmd: list[str]) -> subprocess.Popen:
+    """A group's process, in a process group of its own: Ctrl-C at the terminal reaches this process alone,
+    which passes it on as SIGTERM (preempt.wait). A child in the terminal's group got Ctrl-C too, and while
+    Python was still starting (before any handler of ours could be set) it ended in a traceback."""
+    return subprocess.Popen(cmd, env={**os.environ, preempt.SUMMARIZED: "1"}, start_new_session=True)

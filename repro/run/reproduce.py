@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import records
-from ..checks import check_creatable, check_writable
+from ..checks import check_writable
 from ..errors import ConfigError
-from ..plan.store import plan_at
+from ..paths import check_creatable
+from ..plan.store import check_plan_path, plan_at, plan_path
 from ..runs import run_dir
 from ..train import ddp
 from ..train.execute import DONE, record_status
@@ -31,6 +32,7 @@ def check(c: dict, doc: dict) -> list[str]:
         check_creatable(folder.parent / "locks", "results folder", "REPRO_RESULTS_DIR")
     for folder in dict.fromkeys(run_dir(s).parent for s in specs):  # <cache>/runs a file: not a failed record per run
         check_creatable(folder, "cache folder", "REPRO_CACHE_DIR")
+    check_plan_path(plan_path(doc["paper"], doc["scale"]))
     check_records(c["paper"], bool(c.get("allow_invalid")))
     status = {s.run_id: record_status(s) for s in specs}  # a corrupt record stops us here
     seen: dict = {}
