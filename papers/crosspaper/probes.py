@@ -16,11 +16,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from repro import records
 from repro.functions import register
 from repro.probes.diversity import diversity_curve, oversmoothing_metrics
 from repro.probes.locality import layer_nonlocality
 from repro.runs import RunSpec, source_spec
+from repro.train.init_from import InitError, source_record
 from repro.train.model import create_model
 
 
@@ -46,10 +46,11 @@ def images_per_s(run: RunSpec, history: list) -> float | None:
     images, seconds = _images_and_seconds(history)
     source = source_spec(run)
     if source is not None:
-        path = records.record_path(source.paper, source.scale, source.run_id)
-        if not path.exists():
+        try:
+            rec = source_record(source)
+        except InitError:
             return None  # a dry run: no source phase to add
-        more = _images_and_seconds(records.read_record(path)["metrics"].get("history") or [])
+        more = _images_and_seconds(rec["metrics"].get("history") or [])
         images, seconds = images + more[0], seconds + more[1]
     return images / seconds if seconds else None
 
