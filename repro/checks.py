@@ -30,8 +30,10 @@ DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
 # recipe key -> (kind, lower bound, inclusive, upper bound): values a run can be trained with
 POSITIVE_INT = ("epochs", "batch_size", "eval_batch_size")
 NON_NEGATIVE_INT = ("eval_every", "recount")
-POSITIVE = ("lr_base_batch", "base_lr", "lr", "opt_eps", "clip_grad")  # null lr / clip_grad: derived / none
-NON_NEGATIVE = ("warmup_epochs", "weight_decay", "min_lr", "warmup_lr", "mixup", "cutmix", "cooldown_epochs")
+POSITIVE = ("lr_base_batch", "opt_eps", "clip_grad")  # null clip_grad: none
+# lr 0 is a frozen phase (what the init-transfer tests train: the weights stay what the transfer made); null: derived
+NON_NEGATIVE = ("lr", "base_lr", "warmup_epochs", "weight_decay", "min_lr", "warmup_lr", "mixup", "cutmix",
+                "cooldown_epochs")
 PROBABILITY = ("smoothing", "reprob", "mixup_prob", "mixup_switch_prob", "hflip", "drop_path", "drop")
 FRACTION = ("momentum", "ema_decay")
 
@@ -54,8 +56,8 @@ def _number(key: str, value) -> float:
 
 
 def check_ranges(recipe: dict) -> None:
-    """Each numeric recipe value given is a number in its range (epochs >= 1, lr > 0: a run at lr 0 trains
-    nothing and is recorded as if it had, probabilities in [0, 1]); keys absent are not checked."""
+    """Each numeric recipe value given is a number in its range (epochs >= 1, lr >= 0, clip_grad > 0,
+    probabilities in [0, 1]); keys absent (or null) are not checked."""
     for key in POSITIVE_INT + NON_NEGATIVE_INT:
         if key in recipe:
             v = _number(key, recipe[key])
@@ -66,7 +68,7 @@ def check_ranges(recipe: dict) -> None:
         if recipe.get(key) is not None and _number(key, recipe[key]) <= 0:
             raise ConfigError(f"recipe.{key}={recipe[key]!r}: give a number > 0")
     for key in NON_NEGATIVE:
-        if key in recipe and _number(key, recipe[key]) < 0:
+        if recipe.get(key) is not None and _number(key, recipe[key]) < 0:
             raise ConfigError(f"recipe.{key}={recipe[key]!r}: give a number >= 0")
     for key in PROBABILITY + FRACTION:
         if key in recipe and not 0 <= _number(key, recipe[key]) <= 1:

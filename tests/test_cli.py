@@ -114,10 +114,9 @@ BAD_INPUTS = [
     (["data=cifar10_jpeg"], "does not exist"),  # REPRO_DATA_DIR points at a missing folder
     (["tables=[table9]"], "unknown table(s) table9"),
     (["recipe.lr=abc"], "recipe.lr='abc' is not a number"),
-    (["recipe.lr=-1"], "recipe.lr=-1: give a number > 0"),
-    # a run that cannot learn (lr 0 was accepted), and values typed under smoke=true, which replaces some of them
-    (["recipe.lr=0"], "recipe.lr=0: give a number > 0"),
-    (["recipe.base_lr=0"], "recipe.base_lr=0: give a number > 0"),
+    (["recipe.lr=-1"], "recipe.lr=-1: give a number >= 0"),  # lr 0: a frozen phase, a value a run can have
+    (["recipe.base_lr=-1"], "recipe.base_lr=-1: give a number >= 0"),
+    # clipping to norm 0 trains nothing; values typed under smoke=true, which replaces some of them
     (["recipe.clip_grad=0"], "recipe.clip_grad=0: give a number > 0"),
     (["recipe.momentum=1.5"], "recipe.momentum=1.5: give a number in [0, 1]"),
     (["smoke=true", "recipe.epochs=inf"], "recipe.epochs=inf: not a finite number"),
