@@ -217,7 +217,8 @@ def test_committed_report_reads_in_chromium(paper, width, tmp_path):
     page = REPO / "results" / paper / "report.html"
     result = _open(page, width, tmp_path)
     assert result["overflow"] <= 0 and result["unlabelled"] == 0, result
-    _first_screen_ok(result, width)
+    if result["glance_rows"] or "No training claim is judged at this scale." not in page.read_text():
+        _first_screen_ok(result, width)  # else a campaign not yet judged: the page says so where the rows go
     assert _files_resolve(page) == []
     assert result["links"] > 5 and result["missing"] == [], result
     assert result["images"] == page.read_text().count("<img ") > 0

@@ -48,8 +48,8 @@ def test_a_comparison_pooling_hardware_says_so():
     s = joined(runs)
     assert s["pooled"] and "pooled: NVIDIA H100 80GB HBM3 + cpu" in s["text"]
     assert not joined(runs[:1])["pooled"]
-    cmhsa = _screen("cmhsa")["t1_two_phase_beats_single_phase"]["setting"]
-    assert cmhsa["pooled"] and "pooled:" in cmhsa["text"]
+    pooled = _screen("oversmoothing")["t1_every_loss_raises_accuracy"]["setting"]  # its seeds ran on two CPUs' runs
+    assert pooled["pooled"] and "pooled:" in pooled["text"]
 
 
 def test_a_variant_is_named_by_what_it_builds():
@@ -80,7 +80,7 @@ def test_top_readme_counts_the_papers_cited_ours_and_theory_apart_and_names_theo
     cpu = next(line for line in lines[start:] if "| cpu |" in line)
     assert "`t4_res_post_ln_below_pre_ln`" in cpu
     cmhsa = next(line for line in block.splitlines() if line.startswith("| [cmhsa]"))
-    assert cmhsa.split("|")[3].strip() == "4 inconclusive, 1 outside regime"  # the paper's claims: none holds
+    assert "holds" not in cmhsa.split("|")[3]  # the paper's claims: none holds
     tiny = [line for line in block.splitlines() if "| tiny |" in line]
     assert tiny and all(line.split("|")[3].strip() == "smoke" for line in tiny)  # no training judged there
 
@@ -161,6 +161,9 @@ def test_the_index_opens_with_one_line_per_paper():
     assert index.index('id="lead"') < index.index('id="glance"')
     for pid in _papers():
         line = lead.split(f'href="#glance-{pid}"', 1)[1].split("</tr>", 1)[0]
+        if not _screen(pid):  # a paper whose campaign has not yet judged a training claim says so
+            assert "no scale judges a training claim yet" in line, pid
+            continue
         row = next(iter(_screen(pid).values())) if pid != "respostln" else _screen(pid)[
             "grid_d12_res_post_ln_trains_without_warmup"]
         assert row["id"] in line and row["setting"]["short"] in line, pid
