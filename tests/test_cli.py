@@ -17,7 +17,7 @@ from repro import records
 from repro.cli import main
 from repro.models import zoo
 from repro.report.__main__ import main as report_main
-from repro.report.assess import filled
+from repro.report.assess import placed
 from repro.report.build import invalid_records
 from repro.plan.experiments import paper_runs
 from repro.run import reproduce
@@ -87,7 +87,7 @@ def test_a_run_another_table_asks_for_is_trained_once_and_fills_both_cells(dirs,
     assert main(["reproduce", *fast_args(pid)]) == 0 and capsys.readouterr().out.count("(finished)") == 1
     recs = records.load_records(pid, root=dirs["results"])[0]
     assert len(recs) == 3  # no record for table3's cell: the report places table2's there
-    (view,) = filled(recs, {"tiny": doc})
+    (view,) = placed(recs, {"tiny": doc})[1]
     assert view["table"] == "table3" and view["run_id"] == first["run_id"] and view["metrics"] == first["metrics"]
 
 

@@ -81,7 +81,8 @@ def test_a_cell_another_run_fills_names_that_run_and_is_no_run_of_its_own():
 
 
 def test_write_plan_is_atomic_and_leaves_an_unchanged_plan_alone(tmp_path):
-    doc = {"schema": store.SCHEMA, "paper": "p", "scale": "tiny", "runs": [{"run_id": "r", "b": 1, "a": 2}]}
+    doc = {"schema": store.SCHEMA, "paper": "p", "scale": "tiny",
+           "runs": [{"run_id": "r", "table": "t", "cell": {}, "b": 1, "a": 2}]}
     path = store.write_plan(doc, tmp_path)
     first = path.stat().st_mtime_ns
     assert store.write_plan(json.loads(path.read_text()), tmp_path) == path and path.stat().st_mtime_ns == first
@@ -127,11 +128,11 @@ def test_reproduce_writes_the_scales_whole_plan_before_its_runs(dirs):
     assert plan_main(["--paper", dirs["pid"], "--scale", "tiny"]) == 0
     assert store.read_plan(dirs["pid"], "tiny", dirs["results"]) == doc  # python -m repro.plan kept them
     # a record that is no run of its scale's plan (another data copy, say) is left out of the report, named
-    from repro.report.assess import planned_only
+    from repro.report.assess import placed
 
     rec = json.loads(record.read_text())
-    assert planned_only([rec], {"tiny": doc}) == ([rec], [])
-    kept, out = planned_only([rec], {"tiny": planned(dirs["pid"], "tiny")})  # the default config's plan
+    assert placed([rec], {"tiny": doc}) == ([rec], [], [])
+    kept, _, out = placed([rec], {"tiny": planned(dirs["pid"], "tiny")})  # the default config's plan
     assert kept == [] and record.stem in str(out[0]) and "not a run of" in str(out[0])
 
 

@@ -131,7 +131,7 @@ def plan_toy(results: Path) -> None:
     recs = load_records("toy", root=results)[0]
     store.write_plan({"schema": store.SCHEMA, "paper": "toy", "scale": "full",
                       "cells": sorted({(r["table"], r["cell"]["row"], c) for r in recs for c in r["cell"]["columns"]}),
-                      "runs": [{"run_id": r["run_id"]} for r in recs]}, results)
+                      "runs": [{k: r[k] for k in ("run_id", "table", "cell")} for r in recs]}, results)
 
 
 def _toy_comparison(tmp_path):

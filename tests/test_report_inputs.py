@@ -10,9 +10,12 @@ import pytest
 
 from repro import records
 from repro.cli import main
+from repro.paper import load_paper
 from repro.plan import store
 from repro.plan.__main__ import main as plan_main
 from repro.report.__main__ import main as report_main
+from repro.report.assess import assess, read_plans
+from repro.report.build import invalid_records
 
 from conftest import REPO, fast_args
 from test_cli import one_line_error
@@ -73,7 +76,8 @@ def test_a_record_out_of_its_place_stops_the_report_naming_both_files(convit_cpu
     assert err.startswith(f"error: {bad}: ") and _names_its_home(err, home) and err.endswith("--allow-invalid")
 
 
-@pytest.mark.parametrize("case", ["missing", "garbage", "a folder", "a run taken out", "another scale's"])
+@pytest.mark.parametrize("case", ["missing", "garbage", "a folder", "a run taken out", "another scale's",
+                                  "a run without its cell"])
 def test_the_report_stops_at_a_plan_it_cannot_trust(convit_cpu, capsys, monkeypatch, case):
     folder, args = convit_cpu
     plan = folder / "plan.json"
@@ -87,6 +91,9 @@ def test_the_report_stops_at_a_plan_it_cannot_trust(convit_cpu, capsys, monkeypa
         plan.mkdir()
     elif case == "a run taken out":
         plan.write_bytes(store.dumps({**doc, "runs": doc["runs"][1:]}))
+    elif case == "a run without its cell":  # the report places each record by its run's cell in the plan
+        runs = [{k: v for k, v in r.items() if k != "cell"} for r in doc["runs"]]
+        plan.write_bytes(store.dumps(store.sealed({**doc, "runs": runs})))
     else:
         plan.write_bytes(store.dumps(store.sealed({**doc, "scale": "tiny"})))
     err = one_line_error(capsys, report_main(args))
@@ -108,3 +115,39 @@ def test_a_record_that_is_no_run_of_the_plan_stops_the_report(convit_cpu, capsys
     err = one_line_error(capsys, report_main(args))
     assert err == (f"error: {other} (cpu): not a run of results/convit/cpu/plan.json (overrides none); to build the "
                    f"reports without it: --allow-invalid")
+
+
+def _placed_cells(results) -> dict:
+    """(table, row, column) -> the run ids and values the report places in each measured cell of ConViT at cpu."""
+    recs, bad = records.load_records("convit", root=results)
+    paper = load_paper(REPO / "papers" / "convit" / "paper.yaml")
+    cmp = assess(paper, recs, bad, read_plans("convit", recs, results)).cmp
+    return {(v.table.id, *key): (c.measured.run_ids, c.measured.values) for v in cmp.views if v.scale == "cpu"
+            for key, c in v.cells.items() if c.measured and not c.column.derived}
+
+
+def test_the_plan_places_every_record_whatever_the_record_says(convit_cpu):
+    """A record lands in the cell its scale's plan names for its run: a plan that swaps Table 2's f10 and f100 runs
+    swaps their seeds in the report, and records whose stored table and cell name nothing are placed as before.
+    Both followed the records' own table and cell on commit 0959f5c. Without a plan.json the records are read
+    where they say, as before (and no other table's cell is filled from them)."""
+    folder, _ = convit_cpu
+    results, plan = folder.parents[1], folder / "plan.json"
+    before = _placed_cells(results)
+    f10, f100 = before[("table2", "f10", "deit_top1")], before[("table2", "f100", "deit_top1")]
+    assert f10 != f100 and len(f10[0]) == len(f100[0]) == 3
+    doc = json.loads(plan.read_text())
+    swap = {"f10": "f100", "f100": "f10"}
+    moved = [{**r, "cell": {**r["cell"], "row": swap.get(r["cell"]["row"], r["cell"]["row"])}}
+             if r["table"] == "table2" else r for r in doc["runs"]]
+    plan.write_bytes(store.dumps(store.sealed({**doc, "runs": moved})))
+    after = _placed_cells(results)
+    assert after == {(t, swap.get(row, row) if t == "table2" else row, col): v for (t, row, col), v in before.items()}
+    plan.write_bytes(store.dumps(doc))
+    for path in (folder / "records").glob("*.json"):  # stored table and cell that name nothing of paper.yaml
+        path.write_text(json.dumps({**json.loads(path.read_text()), "table": "nowhere", "cell": {"row": "none"}}))
+    assert invalid_records(REPO / "papers", results, ["convit"]) == [] and _placed_cells(results) == before
+    shutil.copytree(REPO / "results" / "convit" / "cpu" / "records", folder / "records", dirs_exist_ok=True)
+    plan.unlink()
+    fills = {(f["table"], f["cell"]["row"], col) for f in doc["fills"] for col in f["cell"]["columns"]}
+    assert fills and _placed_cells(results) == {k: v for k, v in before.items() if k not in fills}

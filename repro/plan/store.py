@@ -66,7 +66,7 @@ def read_plan(paper: str, scale: str, root: Path | None = None, verify: bool = T
     except (OSError, ValueError) as e:
         raise ConfigError(f"{path}: unreadable plan ({e}); {rebuild}") from None
     if not isinstance(plan, dict) or plan.get("schema") != SCHEMA or not isinstance(plan.get("runs"), list) \
-            or not all(isinstance(r, dict) and "run_id" in r for r in plan["runs"]):
+            or not all(isinstance(r, dict) and {"run_id", "table", "cell"} <= r.keys() for r in plan["runs"]):
         raise ConfigError(f"{path}: not a {SCHEMA} plan; {rebuild}")
     if verify and (plan.get("paper"), plan.get("scale")) != (paper, scale):
         raise ConfigError(f"{path}: the plan of {plan.get('paper')}/{plan.get('scale')}, not of {paper}/{scale}; "

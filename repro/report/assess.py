@@ -40,28 +40,27 @@ def read_plans(paper_id: str, records: list[dict], results_dir: Path, required: 
     return {s: plan for s, plan in plans.items() if plan is not None}
 
 
-def planned_only(records: list[dict], plans: dict[str, dict]) -> tuple[list[dict], list[RecordError]]:
-    """The records that are runs of their scale's plan, and one problem per record that is not (made with
-    other overrides than the plan's, e.g. the other CIFAR-10 copy): left out, so that no cell pools two settings."""
-    ids = {s: {r["run_id"] for r in plan["runs"]} for s, plan in plans.items()}
-    keep, out = [], []
+def placed(records: list[dict], plans: dict[str, dict]) -> tuple[list[dict], list[dict], list[RecordError]]:
+    """The records where the plan's cell map puts them, never where they say: (each run in the cell plan.json's
+    ``runs`` names for it; each again in the cells of other tables its ``fills`` name, one record serving every
+    table that asks for its run; one problem per record that is no run of its plan, e.g. made on the other
+    CIFAR-10 copy: left out, so that no cell pools two settings). A scale without a plan keeps its records as is."""
+    runs = {s: {r["run_id"]: r for r in plan["runs"]} for s, plan in plans.items()}
+    own, out = [], []
     for rec in records:
         scale = str(rec.get("scale"))
-        if scale in ids and rec.get("run_id") not in ids[scale]:
-            out.append(RecordError(f"{rec.get('run_id')} ({scale}): not a run of "
-                                   f"results/{rec.get('paper')}/{scale}/plan.json "
-                                   f"(overrides {plans[scale].get('overrides') or 'none'}); left out"))
+        if scale in runs and rec.get("run_id") not in runs[scale]:
+            out.append(RecordError(f"{rec.get('run_id')} ({scale}): not a run of results/{rec.get('paper')}/{scale}/"
+                                   f"plan.json (overrides {plans[scale].get('overrides') or 'none'}); left out"))
         else:
-            keep.append(rec)
-    return keep, out
+            own.append(_at(rec, runs[scale][rec["run_id"]]) if scale in runs else rec)
+    by_id = {(str(r.get("scale")), r.get("run_id")): r for r in own}
+    return own, [_at(rec, f) for scale, plan in plans.items() for f in plan.get("fills", [])
+                 if (rec := by_id.get((scale, f["run_id"])))], out
 
 
-def filled(records: list[dict], plans: dict[str, dict]) -> list[dict]:
-    """Each record the plan names for a cell of another table (plan.json's ``fills``), placed in that cell: one
-    run's record fills every table that asks for it, and no copy of it is ever written."""
-    by_id = {(str(r.get("scale")), r.get("run_id")): r for r in records}
-    return [{**rec, "table": f["table"], "cell": f["cell"]} for scale, plan in plans.items()
-            for f in plan.get("fills", []) if (rec := by_id.get((scale, f["run_id"])))]
+def _at(rec: dict, entry: dict) -> dict:
+    return {**rec, "table": entry["table"], "cell": entry["cell"]}
 
 
 def defined_cells(plans: dict[str, dict]) -> dict[str, set]:
@@ -89,12 +88,11 @@ def assess(paper: Paper, records: list[dict], bad: list | None = None,
     """Compare a paper's records with its printed numbers and judge every claim and precondition."""
     plans = plans or {}
     arch = models(plans)
-    records, unplanned = planned_only(records, plans)
-    placed = filled(records, plans)
-    cmp = compare(paper, records, [*(bad or []), *unplanned], defined_cells(plans), resolves(plans), arch, placed)
+    records, fills, unplanned = placed(records, plans)
+    cmp = compare(paper, records, [*(bad or []), *unplanned], defined_cells(plans), resolves(plans), arch, fills)
     settings = {s: setting([r for r in records if str(r.get("scale")) == s], arch) for s in cmp.scales}
     by_table = {}
-    for r in [*records, *placed]:
+    for r in [*records, *fills]:
         by_table.setdefault((str(r.get("table")), str(r.get("scale"))), []).append(r)
     table_settings = {key: setting(recs, arch) for key, recs in by_table.items()}
     return Assessment(cmp, judge_all(cmp), judge_preconditions(cmp), settings, table_settings)

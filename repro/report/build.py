@@ -11,7 +11,7 @@ from pathlib import Path
 
 from repro.records import atomic_write_bytes, load_records
 from repro.report import figures, html, markdown, notebook
-from repro.report.assess import Assessment, assess, planned_only, read_plans
+from repro.report.assess import Assessment, assess, placed, read_plans
 from repro.report.cells import index_records
 from repro.report.datafiles import cell_rows, cells_csv, claims_csv, comparisons_csv, values_csv
 from repro.report.featured import featured
@@ -159,7 +159,7 @@ def invalid_records(papers_dir: Path = Path("papers"), results_dir: Path = Path(
         except SpecError:
             continue
         records, bad = load_records(pid, root=results_dir)
-        records, unplanned = planned_only(records, read_plans(pid, records, results_dir, required=True))
+        records, _, unplanned = placed(records, read_plans(pid, records, results_dir, required=True))
         lines += [str(e) for e in [*bad, *unplanned]]
         lines += [p.removesuffix("; ignored") for p in index_records(paper, records)[1]]
     return [" ".join(line.split()).removesuffix("; left out") for line in lines]

@@ -583,7 +583,7 @@ def compare(paper: Paper, records: list[dict], bad: list[RecordError] | None = N
 
     ``defined`` maps a scale to the (table, row, column) cells its plan runs (assess.defined_cells); cells
     outside it are marked as never run at that scale. ``models``: the plans' registered model arguments.
-    ``filled``: records placed in the other cells the plan names them for (assess.filled), indexed, not counted.
+    ``filled``: records placed in the other cells the plan names them for (assess.placed), indexed, not counted.
     """
     index, problems = index_records(paper, [*records, *filled])
     problems = [str(p) for p in paper.problems] + [str(e) for e in (bad or [])] + problems
