@@ -1,14 +1,13 @@
 """The cpu scale's training step in fp32 and in bf16 (``cpu_precision=bf16``), side by side in one process.
 
-Times the engine's own step (``repro.train.engine``: forward, loss, backward, AdamW, schedule) on the cpu
-scale's recipe at batch 64, one thread, for three sizes of the repro ViT at 32 px, patch 4. Rounds
-alternate the variants so that load on the machine hits all of them alike; each keeps its best round.
-Variants: ``fp32`` (every cpu record so far), ``bf16`` (autocast and SDPA's math path: what
-``cpu_precision=bf16`` runs), ``bf16-flash`` (autocast through the CPU flash-attention kernel, for the
-record of why the math path). Besides img/s it prints GFLOP/s (3 x the forward's FLOPs an image) against
-this core's measured matmul peak in each dtype, and each variant's mean loss over the same timed steps
-from the same weights and batches (how far bf16 moves the numbers). Writes
-results/bench/<device>-cpu_step.json.
+Times the engine's own step (``engine.stepper``: forward, loss, backward, AdamW, schedule) on the cpu scale's
+recipe at batch 64, one thread, for three sizes of the repro ViT at 32 px, patch 4. Rounds alternate the variants
+so that load on the machine hits all of them alike; each keeps its best round. Variants: ``fp32`` (every cpu
+record so far), ``bf16`` (autocast and SDPA's math path: what ``cpu_precision=bf16`` runs), ``bf16-flash``
+(autocast through the CPU flash-attention kernel, for the record of why the math path). Besides img/s it prints
+GFLOP/s (3 x the forward's FLOPs an image) against this core's measured matmul peak in each dtype, and each
+variant's mean loss over the same timed steps from the same weights and batches (each round's run built afresh
+from one seed), how far bf16 moves the numbers. Writes results/bench/<device>-cpu_step.json.
 
     python -m benchmarks.cpu_step [--sizes 72x6,108x6,192x12] [--steps 8] [--rounds 3]
 """
@@ -16,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import os
 import time
 from pathlib import Path
@@ -27,10 +27,12 @@ from tabulate import tabulate
 
 import repro.models  # noqa: F401  (registers repro_*)
 from benchmarks.device import save
+from benchmarks.engine_runs import engine_steps, run_spec
 from repro.checks import check_keys
 from repro.models.cost import count_macs
-from repro.runs import RunSpec, resolve
-from repro.train import engine, precision
+from repro.runs import RunSpec
+from repro.train import precision
+from repro.train.model import create_model
 
 VARIANTS = ("fp32", "bf16", "bf16-flash")
 
@@ -48,17 +50,13 @@ def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 8) -> float:
     return 2 * n ** 3 / best
 
 
-def build_run(width: int, depth: int, cpu_precision: str, batch: int, steps: int) -> engine._Run:
-    """A cpu-scale run of the repro ViT at (width, depth) on synthetic CIFAR-shaped data, built by the
-    engine as `reproduce` builds it, without persisting anything."""
-    base = OmegaConf.to_container(check_keys(["scale=cpu", "data=synthetic"]), resolve=True)
+def cpu_run(width: int, depth: int, cpu_precision: str, batch: int, steps: int) -> RunSpec:
+    """A cpu-scale run of the repro ViT at (width, depth) on synthetic CIFAR-shaped data (``steps`` batches)."""
+    base = OmegaConf.to_container(check_keys(["scale=cpu", "data=synthetic", f"recipe.batch_size={batch}"]), resolve=True)
     model = {"name": "repro_deit_tiny_c32",
              "kwargs": {"depth": depth, "embed_dim": width, "num_heads": heads(width), "patch_size": 4}}
-    per_class = batch * (steps + 4) // 10 + 1
-    spec = RunSpec("bench", "cpu_step", {"row": f"w{width}d{depth}", "columns": {}}, "cpu", config={
-        "model": model, "cpu_precision": cpu_precision,
-        "data": {"max_per_class": per_class, "test_max_per_class": 1}, "recipe": {"batch_size": batch}})
-    return engine._Run(resolve(spec, base), engine.Runtime(persist=False, progress=False), None)
+    data = {"max_per_class": batch * steps // 10 + 1, "test_max_per_class": 1}
+    return run_spec(base, model, steps, scale="cpu", cpu_precision=cpu_precision, data=data)
 
 
 def heads(width: int) -> int:
@@ -70,33 +68,27 @@ def flash_autocast(device, dtype):
     return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
 
 
-def time_variant(run: engine._Run, name: str, batches: list, state: dict) -> tuple[float, list[float]]:
-    """(seconds a step, each step's loss) over ``batches[1:]`` (``batches[0]`` warms up) from the same
-    starting weights, optimizer and schedule."""
-    run.model.load_state_dict(state["model"])
-    run.optimizer.load_state_dict(state["optimizer"])
-    run.scheduler.load_state_dict(state["scheduler"])
-    run.step, run.tally = 0, {"steps": 0, "term_sums": {}}  # what train_epoch sets before its steps
-    run.model.train()
+def time_variant(spec: RunSpec, name: str, steps: int) -> tuple[float, list[float]]:
+    """(seconds a step, each step's loss) over ``steps`` steps after a warm-up step, of the engine's step on a run
+    built afresh from ``spec``: from its seed's weights, on its seed's batches, drawn before the clock starts."""
+    stream, step = engine_steps([spec], torch.device("cpu"))
+    batches = list(itertools.islice(stream, steps + 1))
     patch = mock.patch.object(precision, "autocast", flash_autocast) if name == "bf16-flash" else contextlib.nullcontext()
     with patch:
-        run._step(*batches[0])  # warm-up: allocations, one-off kernel choice
-        t0, losses = time.perf_counter(), [run._step(x, y) for x, y in batches[1:]]
+        step(batches[0])  # warm-up: allocations, one-off kernel choice
+        t0, losses = time.perf_counter(), [step(b) for b in batches[1:]]
     return (time.perf_counter() - t0) / len(losses), [float(v) for v in losses]
 
 
 def bench_size(width: int, depth: int, batch: int, steps: int, rounds: int) -> dict:
-    runs = {"fp32": build_run(width, depth, "fp32", batch, steps)}
-    runs["bf16"] = runs["bf16-flash"] = build_run(width, depth, "bf16", batch, steps)
-    batches = list(runs["fp32"].data.train.epoch(0))[: steps + 1]
-    state = {"model": {k: v.clone() for k, v in runs["fp32"].model.state_dict().items()},
-             "optimizer": runs["fp32"].optimizer.state_dict(), "scheduler": runs["fp32"].scheduler.state_dict()}
+    specs = {v: cpu_run(width, depth, "fp32" if v == "fp32" else "bf16", batch, steps + 1) for v in VARIANTS}
     best = {v: (float("inf"), 0.0) for v in VARIANTS}
     for _ in range(rounds):
         for v in VARIANTS:
-            t, losses = time_variant(runs[v], v, batches, state)
+            t, losses = time_variant(specs[v], v, steps)
             best[v] = min(best[v], (t, sum(losses) / len(losses)))
-    flops = 3 * 2 * count_macs(runs["fp32"].model, 32)  # forward + backward per image
+    model = create_model(specs["fp32"].config, int(specs["fp32"].config["data"]["num_classes"]))
+    flops = 3 * 2 * count_macs(model, 32)  # forward + backward per image
     return {"width": width, "depth": depth, "heads": heads(width), "gflops_per_image": flops / 1e9,
             **{v: {"img_s": batch / t, "gflop_s": flops * batch / t / 1e9, "mean_loss": loss}
                for v, (t, loss) in best.items()}}

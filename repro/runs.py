@@ -9,8 +9,8 @@ A train run may start from another run's final model (two-phase training):
 ``config["init"] = {"from": source.as_source(), "fn": "<registered name>", "kwargs": {...}}``. ``resolve``
 resolves the source's config like any other (so the source, and with it the dependent's id, follow
 the same scale, overrides and mode), and ``with_sources`` puts every source run (and every run a pointer
-probe reads) before its first dependent. The engine loads the source's final weights and calls ``fn(source_model, model, **kwargs)``
-(repro/train/init_from.py).
+probe reads) before its first dependent. The run stage loads the source's record and final weights (``Source``:
+repro/run/sources.py), and the engine calls ``fn(source_model, model, **kwargs)`` (repro/train/init_from.py).
 
 A cell that another run's record already fills is ``fill(source, table, cell)``: the same run asked for by
 another table. The plan names that run for the cell (plan.json's ``fills``); nothing runs or records it twice.
@@ -75,7 +75,7 @@ class RunSpec:
     cell = {"row": <row key>, "columns": {<table column key>: <metric key in the record>}}.
     kind "train" trains config["model"] under config["recipe"] on config["data"];
     kind "probe" calls the function named by config["probe"] (a registered name, repro/functions.py) with the
-    resolved config and records the metrics dict it returns.
+    resolved config (and a pointer's ``Source``) and records the metrics dict it returns.
     """
     paper: str
     table: str
@@ -237,6 +237,14 @@ def pointer_source(config: dict) -> RunSpec | None:
     own.update(src.get("own") or {})
     return RunSpec(paper=src["paper"], table=src["table"], cell=src["cell"], scale=src["scale"], seed=src["seed"],
                    kind=src["kind"], config=own, name=src.get("name", ""))
+
+
+@dataclass(frozen=True)
+class Source:
+    """A run another depends on, as the run stage loaded it (run/sources.py); weights None where none are read."""
+    spec: RunSpec
+    record: dict
+    weights: dict | None = None
 
 
 def check_unique(specs: list[RunSpec]) -> None:

@@ -6,17 +6,17 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from papers.convit import experiments, reuse, table1
+from papers.convit import experiments, table1
 from papers.convit.probes import gpsa_modules
 from repro import records
 from repro.plan.build import plan
 from repro.run.specs import select
-from repro.runs import RunSpec, pointer, resolve, run_dir
+from repro.run.sources import InitError, load
+from repro.runs import RunSpec, pointer, pointer_source, resolve, run_dir
 from repro.paper import load_paper
 from repro.train import ddp
 from repro.train.engine import Runtime
 from repro.train.execute import execute
-from repro.train.init_from import InitError
 from repro.train.model import register_models
 from repro.train.recipe import run_epochs
 
@@ -47,7 +47,7 @@ def test_specs_fill_existing_cells_and_pointers_find_their_sources(scale, mode):
         for col in s.cell["columns"]:
             assert table.column(col) is not None and not table.column(col).derived, (s.run_id, col)
         if "source" in s.config and s.kind == "probe":  # the same resolved config, hence the same run id, as the source itself
-            src = reuse.source_spec(s.config)
+            src = pointer_source(s.config)
             assert src.run_id in seen and seen[src.run_id].config == src.config, s.run_id
         seen[s.run_id] = s
     reproduced = {t.id for t in PAPER.tables if t.reproduced}
@@ -146,8 +146,9 @@ def test_table3_switches():
 
 
 def test_pointer_probes_the_source_run(tmp_path, monkeypatch):
-    """A pointer probes its source's checkpoint; it never trains the source: one with no record, or whose
-    checkpoint is gone, is one line naming what to run, and nothing is written."""
+    """A pointer probes its source's checkpoint, which the run stage loads and hands to the probe function; it
+    never trains the source: one with no record, or whose checkpoint is gone, is one line naming what to run,
+    and nothing is written."""
     monkeypatch.setenv("REPRO_RESULTS_DIR", str(tmp_path / "results"))
     monkeypatch.setenv("REPRO_CACHE_DIR", str(tmp_path / "cache"))
     base = composed("tiny", "data=synthetic")
@@ -159,21 +160,25 @@ def test_pointer_probes_the_source_run(tmp_path, monkeypatch):
     mask = resolve(pointer(src, "table6", {"row": "k3", "columns": {"mask_none": "top1_none"}}, "convit",
                                  probe="convit.table6_run", args={"k": 1, "k_paper": 3}), base)
     src = resolve(src, base)
-    assert reuse.source_spec(mask.config).run_id == src.run_id
+    assert pointer_source(mask.config).run_id == src.run_id and load(src) is None
     rt = Runtime(dist=ddp.setup("cpu"), progress=False)
     with pytest.raises(InitError, match=r"has not run yet: run `python -m repro reproduce paper=convit "
                                         r"scale=tiny tables=table2` first"):
-        execute(mask, rt)
+        load(mask)
     assert not list((tmp_path / "results").rglob("*.json")) and not run_dir(src).exists()
     execute(src, rt)                          # what the scheduler does first (the plan's dependency)
     source = records.read_record(records.record_path("convit", "tiny", src.run_id))
-    masked = execute(mask, rt)["metrics"]     # the checkpoint is probed, not retrained
+    loaded = load(mask)
+    assert loaded.spec.run_id == src.run_id and loaded.record == source
+    final = torch.load(run_dir(src) / "last.pt", weights_only=True)["model"]
+    assert loaded.weights.keys() == final.keys() and all(torch.equal(loaded.weights[k], final[k]) for k in final)
+    masked = execute(mask, rt, source=loaded)["metrics"]  # the checkpoint is probed, not retrained
     assert masked["top1_none"] == pytest.approx(source["metrics"]["top1"])
     assert masked["k_used"] == 1 and masked["gpsa_layers"] == kwargs["gpsa_layers"]
     assert masked["source_run_id"] == src.run_id
     (run_dir(src) / "last.pt").unlink()
     with pytest.raises(InitError, match=r"is gone .*delete .*tables=table2` to retrain it"):
-        execute(mask, rt)
+        load(mask)
     assert not (run_dir(src) / "last.pt").exists()
 
 

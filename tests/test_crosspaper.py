@@ -108,6 +108,16 @@ def test_images_per_s_is_images_over_seconds_across_epochs():
     assert images_per_s(spec, []) is None
 
 
+def test_images_per_s_of_a_second_phase_counts_the_record_it_started_from():
+    """CMHSA's attention phase: its rate over both phases, from the source record the run stage loaded
+    (ProbeContext.source); none in a dry run, which reads no other run."""
+    second = next(s for s in paper_runs("crosspaper", "tiny") if s.config.get("init"))
+    rows = [{"epoch": 0, "images_per_s": 100.0, "epoch_s": 10.0}]
+    first = {"metrics": {"history": [{"epoch": 0, "images_per_s": 400.0, "epoch_s": 30.0}]}}
+    assert images_per_s(second, rows, first) == pytest.approx((1000 + 12000) / 40)
+    assert images_per_s(second, rows, None) is None
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("scale", ["tiny", "small"])  # cpu and full: test_cli's dry runs of every paper
 def test_every_row_dry_runs(scale, dirs, capsys):

@@ -21,6 +21,9 @@ FORBIDDEN = {  # importer package -> packages it must never import, directly or 
     "repro.train": ("repro.run", "repro.cli"),  # the scheduler (run/) drives the loop, never the reverse
     "repro.models": ("repro.probes",),  # probes measure models; a model never needs a probe
     "repro.run": ("repro.report", "repro.cli", "repro.plan.build", "repro.plan.experiments"),  # reads plan.json only
+    # a probe gets what it reads of another run from the run stage (run/sources.py), never loads it itself
+    "repro.probes": ("repro.run",),
+    "papers": ("repro.run.sources",),
 }
 
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from benchmarks.cpu_step import build_run, time_variant
+from benchmarks.cpu_step import cpu_run, time_variant
 from repro.runs import ConfigError, RunSpec, resolve
 from repro.train import precision
 
@@ -60,13 +60,12 @@ def test_bf16_attention_takes_the_math_path_and_fp32_keeps_the_flash_kernel():
 
 @pytest.mark.skipif(not precision.cpu_has_native_bf16(), reason="this CPU has no native bf16: nothing to compare")
 def test_bf16_first_steps_stay_within_the_tolerance_of_fp32(tmp_path, monkeypatch):
+    """The engine's step, each run built afresh from its seed: the same weights and batches every time."""
     monkeypatch.setenv("REPRO_CACHE_DIR", str(tmp_path))
-    runs = {p: build_run(48, 2, p, batch=16, steps=6) for p in ("fp32", "bf16")}
-    assert runs["bf16"].amp_dtype is torch.bfloat16 and runs["fp32"].amp_dtype is None
-    batches = list(runs["fp32"].data.train.epoch(0))[:7]
-    state = {"model": {k: v.clone() for k, v in runs["fp32"].model.state_dict().items()},
-             "optimizer": runs["fp32"].optimizer.state_dict(), "scheduler": runs["fp32"].scheduler.state_dict()}
-    losses = {p: time_variant(r, p, batches, state)[1] for p, r in runs.items()}
+    specs = {p: cpu_run(48, 2, p, batch=16, steps=7) for p in ("fp32", "bf16")}
+    assert specs["bf16"].config["cpu_precision"] == "bf16" and "cpu_precision" not in specs["fp32"].config
+    losses = {p: time_variant(spec, p, 6)[1] for p, spec in specs.items()}
+    assert time_variant(specs["fp32"], "fp32", 6)[1] == losses["fp32"]  # a rebuilt run repeats its steps exactly
     gaps = [abs(a - b) for a, b in zip(losses["fp32"], losses["bf16"])]
     assert max(gaps) < STEP_LOSS_TOLERANCE, gaps
     assert losses["fp32"] != losses["bf16"]  # bf16 did run: the numbers moved, a little

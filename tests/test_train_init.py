@@ -8,8 +8,9 @@ from omegaconf import OmegaConf
 
 from repro import records
 from repro.cli import main
-from repro.runs import ConfigError, RunSpec, resolve, run_dir, source_spec, with_sources
-from repro.train.init_from import InitError, source_weights
+from repro.run.sources import InitError, load
+from repro.runs import ConfigError, RunSpec, pointer, resolve, run_dir, source_spec, with_sources
+from repro.train.engine import Runtime, train
 
 from conftest import REPO, build_specs, fast_args, write_paper
 
@@ -50,7 +51,8 @@ def copy_scaled_head(source, model, head_scale=1.0):
         model.head.weight.mul_(head_scale)
 
 def seen_history(model, ctx):
-    return {"history_len": len(ctx.history), "history_losses": [r["train_loss"] for r in ctx.history]}
+    return {"history_len": len(ctx.history), "history_losses": [r["train_loss"] for r in ctx.history],
+            "source_record": (ctx.source or {}).get("run_id")}
 '''
 
 
@@ -156,6 +158,7 @@ def test_second_phase_starts_from_the_first_phases_final_model(two_phase, capsys
         expected = 2 * t if name.startswith("head.weight") else t
         assert torch.equal(w2[name], expected), name
     assert second["metrics"]["history_len"] == 1 == len(second["metrics"]["history_losses"])
+    assert second["metrics"]["source_record"] == first["run_id"]  # the record the run stage loaded, to its probes
     # at the switch: the source's own test top-1 (same model, same test set), the start's, the logit gap
     m = second["metrics"]
     assert m["switch_top1_source"] == pytest.approx(first["metrics"]["top1"], abs=1e-9)
@@ -164,6 +167,8 @@ def test_second_phase_starts_from_the_first_phases_final_model(two_phase, capsys
 
 
 def test_dependent_resumes_without_its_source_and_refuses_unusable_sources(two_phase, capsys):
+    """The run stage loads what a dependent starts from: the source's record and final model (the record alone
+    when it resumes), or one line saying what to run or delete."""
     d, pid = two_phase, two_phase["pid"]
     args = fast_args(pid, "runtime.checkpoint_every_s=0")
     assert main(["reproduce", *args]) == 0
@@ -171,15 +176,18 @@ def test_dependent_resumes_without_its_source_and_refuses_unusable_sources(two_p
                                               "recipe": {"batch_size": 8}})
     first_rec = records.record_path(pid, "tiny", first.run_id, d["results"])
     second_rec = records.record_path(pid, "tiny", second.run_id, d["results"])
-    assert first_rec.exists() and second_rec.exists()
-    weights = source_weights(first)
-    assert torch.equal(weights["head.bias"], _state(d, first)["head.bias"])
+    assert first_rec.exists() and second_rec.exists() and load(first) is None
+    source = load(second)
+    assert source.spec.run_id == first.run_id and source.record == json.loads(first_rec.read_text())
+    final = _state(d, first)
+    assert source.weights.keys() == final.keys() and all(torch.equal(v, final[k]) for k, v in source.weights.items())
 
     # final model gone: the error says what to delete and rerun
     (run_dir(first) / "last.pt").unlink()
     with pytest.raises(InitError, match=r"is gone .*delete .*python -m repro reproduce"):
-        source_weights(first)
-    # the dependent's own checkpoint is complete: a rerun without its record resumes, needing no source
+        load(second)
+    assert load(second, resuming=True).weights is None
+    # the dependent's own checkpoint is complete: a rerun without its record resumes, needing no source weights
     second_rec.unlink()
     assert main(["reproduce", *args]) == 0
     assert json.loads(second_rec.read_text())["status"] == "finished"
@@ -188,11 +196,32 @@ def test_dependent_resumes_without_its_source_and_refuses_unusable_sources(two_p
     rec = json.loads(first_rec.read_text())
     first_rec.write_text(json.dumps({**rec, "status": "diverged"}))
     with pytest.raises(InitError, match="is diverged"):
-        source_weights(first)
+        load(second, resuming=True)
     first_rec.unlink()
     with pytest.raises(InitError, match=rf"has not run yet: run `python -m repro reproduce paper={pid} scale=tiny "
                                         rf"tables=t1` first"):
-        source_weights(first)
+        load(second)
+
+
+def test_a_pointer_at_a_probe_run_gets_its_record_and_no_model(two_phase):
+    """A probe run has no final model: a run that reads it gets its finished record alone."""
+    pid = two_phase["pid"]
+    src = RunSpec(pid, "t1", {"row": "p", "columns": {"m": "m"}}, "tiny", kind="probe", config={"probe": "x.y"})
+    reader = pointer(src, "t2", {"row": "q", "columns": {}}, "reader", probe="x.z")
+    with pytest.raises(InitError, match=rf"source run {src.run_id} has not run yet"):
+        load(reader)
+    records.write_record({"run_id": src.run_id, "paper": pid, "table": "t1", "cell": src.cell, "scale": "tiny",
+                          "seed": 0, "kind": "probe", "status": "finished", "metrics": {"m": 1.0},
+                          "config": src.config, "provenance": {}})
+    loaded = load(reader)
+    assert loaded.spec.run_id == src.run_id and loaded.record["metrics"] == {"m": 1.0} and loaded.weights is None
+
+
+def test_the_engine_starts_a_dependent_only_from_the_model_it_is_passed(two_phase):
+    """Outside a dry run the engine never reads the source itself, nor starts from it untrained."""
+    first, second = build_specs(_specs(two_phase["pid"]))
+    with pytest.raises(ValueError, match=rf"{second.run_id} starts from {first.run_id}'s final model: pass it"):
+        train(second, Runtime(progress=False))
 
 
 def test_diverged_source_leaves_the_dependent_failed_and_others_go_on(two_phase, capsys):

@@ -159,17 +159,17 @@ def locality(model: nn.Module, ctx) -> dict:
 
 
 @register("convit.table5_run")
-def table5_run(config: dict) -> dict:
+def table5_run(config: dict, source) -> dict:
     """Probe run (Table 5): the source run's model with and without its position embedding."""
     from .reuse import trained
 
-    t = trained(config)
+    t = trained(source)
     out = table5_pos_embed(t.model, None, evaluate_fn=lambda m, *_: t.evaluate(m))
     return {**out, "source_run_id": t.spec.run_id}
 
 
 @register("convit.table6_run")
-def table6_run(config: dict) -> dict:
+def table6_run(config: dict, source) -> dict:
     """Probe run (Table 6, one row): content or position attention masked in the first k GPSA layers.
 
     ``args.k`` is the number of layers masked in this model; ``args.k_paper`` the paper's row (3, 5,
@@ -180,14 +180,14 @@ def table6_run(config: dict) -> dict:
     args = config.get("args") or {}
     if "k" not in args:
         raise ValueError("table6_run needs config['args']['k'], the number of GPSA layers to mask")
-    t = trained(config)
+    t = trained(source)
     (row,) = table6_masked_attention(t.model, None, ks=(int(args["k"]),), evaluate_fn=lambda m, *_: t.evaluate(m))
     return {**row, "k_paper": args.get("k_paper"), "gpsa_layers": len(gpsa_modules(t.model)),
             "source_run_id": t.spec.run_id}
 
 
 @register("convit.locality_change")
-def locality_change(config: dict) -> dict:
+def locality_change(config: dict, source) -> dict:
     """Probe run (Figs. 4-6 as claims): mean nonlocality of the source's attention layers (DeiT: every SA
     layer; ConViT: its GPSA layers) at initialisation and after training, and ConViT's gates.
 
@@ -201,7 +201,7 @@ def locality_change(config: dict) -> dict:
 
     from .reuse import trained
 
-    t = trained(config)
+    t = trained(source)
     images, _ = t.test.sample(int((config.get("args") or {}).get("images", 64)))
     random_seed(t.spec.seed)
     init = create_model(t.spec.config, t.model.num_classes).to(images.device).eval()

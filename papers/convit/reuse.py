@@ -5,13 +5,13 @@ all the data. Such a cell gets a *pointer*: a probe run that carries the *source
 config plus ``source``, which names the source's run, and ``args`` for the probe. The plan resolves the
 pointer exactly as it resolves the source (same scale config, command-line overrides and smoke/dry-run
 mode), so the pointer's config minus ``probe``/``source``/``args`` is the source's resolved config: its
-fingerprint, its run id, its record and its checkpoint. ``trained(config)`` loads the source's model.
+fingerprint, its run id, its record and its checkpoint. ``trained(source)`` builds the source's model.
 (A cell that the source's record fills as it is names that run in the plan: ``repro.runs.fill``.)
 
-A probe never trains its source: the plan lists the source among the pointer's dependencies, and a
-command that asks for the pointer's table runs the source first, under the command's runtime and the
-source's lock. A source with no finished record, or a finished one whose checkpoint is gone (another
-machine), is one line saying what to run (``repro.train.init_from``).
+A probe never trains or reads its source itself: the plan lists the source among the pointer's dependencies, a
+command that asks for the pointer's table runs the source first, under the command's runtime and the source's
+lock, and the run stage loads its record and final weights and passes them to the probe function
+(``fn(config, source)``; repro/run/sources.py, which says what to run when either is missing).
 """
 from __future__ import annotations
 
@@ -20,19 +20,9 @@ from dataclasses import dataclass
 
 import torch
 
-from repro.runs import ConfigError, RunSpec, final_checkpoint, pointer_source
+from repro.runs import ConfigError, RunSpec, Source, final_checkpoint
 from repro.train import checkpoint, ddp
 from repro.train.engine import Runtime, evaluate
-from repro.train.init_from import source_weights
-
-
-def source_spec(config: dict) -> RunSpec:
-    """The source run of a resolved pointer config (its id, record and checkpoint follow)."""
-    src = pointer_source(config)
-    if src is None:
-        raise ConfigError(f"probe {config.get('probe')!r} needs config['source'] naming the run it reuses; "
-                          f"build its spec with repro.runs.pointer")
-    return src
 
 
 def _runtime() -> Runtime:
@@ -57,21 +47,19 @@ class Trained:
         return evaluate(model or self.model, self.test, self.dist, self.amp_dtype)
 
 
-def trained(config: dict) -> Trained:
-    """The source's model as trained (checkpoint of its last epoch), in eval mode on the default device."""
+def trained(source: Source) -> Trained:
+    """The source's model as trained (its final weights), in eval mode on the default device."""
     from repro.data import build_data
     from repro.train.model import create_model
 
-    spec = source_spec(config)
+    spec = source.spec
     if spec.kind != "train":
         raise ConfigError(f"source {spec.run_id} is a {spec.kind} run; a trained model needs a train run")
-    weights = source_weights(spec)      # its final model; never trained here
-    path = final_checkpoint(spec)
     rt = _runtime()
     cfg, d = spec.config, rt.dist
     data = build_data(cfg["data"], cfg["recipe"], seed=spec.seed, rank=d.rank, world=d.world_size,
                       device=d.device, num_workers=rt.num_workers)
     model = create_model(cfg, data.num_classes)
-    checkpoint.restore_module(model, weights, path)
+    checkpoint.restore_module(model, source.weights, final_checkpoint(spec))
     amp_dtype = torch.bfloat16 if d.device.type == "cuda" else None
     return Trained(spec, model.to(d.device).eval(), data.test, d, amp_dtype)

@@ -20,7 +20,6 @@ from repro.functions import register
 from repro.probes.diversity import diversity_curve, oversmoothing_metrics
 from repro.probes.locality import layer_nonlocality
 from repro.runs import RunSpec, source_spec
-from repro.train.init_from import InitError, source_record
 from repro.train.model import create_model
 
 
@@ -36,23 +35,15 @@ def grad_norm_at_init(config: dict, seed: int, images: torch.Tensor, labels: tor
     return float(model.blocks[-1].mlp.fc2.weight.grad.norm())
 
 
-def _images_and_seconds(history: list) -> tuple[float, float]:
-    rows = [r for r in history if isinstance(r, dict) and r.get("epoch_s") and r.get("images_per_s")]
-    return sum(r["images_per_s"] * r["epoch_s"] for r in rows), sum(r["epoch_s"] for r in rows)
-
-
-def images_per_s(run: RunSpec, history: list) -> float | None:
-    """Training images/s of this run, with its source run's phase included when it started from one."""
-    images, seconds = _images_and_seconds(history)
-    source = source_spec(run)
-    if source is not None:
-        try:
-            rec = source_record(source)
-        except InitError:
-            return None  # a dry run: no source phase to add
-        more = _images_and_seconds(rec["metrics"].get("history") or [])
-        images, seconds = images + more[0], seconds + more[1]
-    return images / seconds if seconds else None
+def images_per_s(run: RunSpec, history: list, source: dict | None = None) -> float | None:
+    """Training images/s of this run, with the phase of the run it started from included (``source``: that run's
+    record, loaded by the run stage: ProbeContext.source)."""
+    if source is None and source_spec(run) is not None:
+        return None  # a dry run: no source phase to add
+    rows = [*history, *((source["metrics"].get("history") or []) if source else [])]
+    rows = [r for r in rows if isinstance(r, dict) and r.get("epoch_s") and r.get("images_per_s")]
+    seconds = sum(r["epoch_s"] for r in rows)
+    return sum(r["images_per_s"] * r["epoch_s"] for r in rows) / seconds if seconds else None
 
 
 @register("crosspaper.diagnostics")
@@ -66,4 +57,4 @@ def diagnostics(model: torch.nn.Module, ctx) -> dict:
             "cossim_last": smooth["cossim_last"], "cossim_layers": smooth["cossim_layers"],
             "diversity_ratio": ratio[-1], "diversity_layers": ratio[1:],
             "grad_norm_init": grad_norm_at_init(cfg, run.seed, ctx.images, ctx.labels),
-            "images_per_s": images_per_s(run, ctx.history)}
+            "images_per_s": images_per_s(run, ctx.history, ctx.source)}

@@ -3,7 +3,7 @@ and what each run depends on.
 
 One run serves another through the plan's edges, named there so that the scheduler and the report need not
 rediscover them: a run's ``depends_on`` is the run it starts from (``init``: a train run from another's final
-model) or reads (``source``: a probe of another run's record or checkpoint, papers/convit/reuse.py); a cell
+model) or reads (``source``: a probe of another run's record or checkpoint), both loaded by run/sources.py; a cell
 that an earlier run's record fills (a spec whose resolved config, seed and scale are that run's, filed under
 another table: ``runs.fill``) is one of the plan's ``fills``, naming that run, and no run of its own. A run's
 ``group`` is that of the run it starts from or reads, else a new one: what one process runs together, in order.

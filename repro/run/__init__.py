@@ -7,6 +7,7 @@ sequential.py runs in order in this process (or torchrun's ranks), crashes recor
 packed.py    ``runtime.fused=true``: a cell's runs trained as one fused group
 parallel.py  ``jobs=N``: the plan's groups of runs in N processes at a time (child.py: one group)
 locks.py     one lock per run, in the results folder, taken the same way by every path above
+sources.py   what a run reads of the runs it depends on (a final model, a record), loaded before it runs
 runtime.py   the ``runtime`` config as the engine's Runtime; torchrun's process count
 progress.py  what the scheduler prints: outcomes, ETA, failures, a stopped command's summary
 dry_run.py   ``dry_run=true``: two steps of each distinct model, no record

@@ -13,6 +13,7 @@ from ..train import ddp, machine, preempt
 from ..train.checkpoint import CheckpointError
 from ..train.engine import Runtime
 from ..train.execute import DONE, execute, failed_record, record_status, resumes
+from . import sources
 from .locks import claim, held_by
 from .packed import train_packed
 from .progress import describe, eta
@@ -60,7 +61,7 @@ def run_one(s: RunSpec, tag: str, rt: Runtime, say, force: bool, progress: str =
     say(f"{tag} {'resume' if resume else 'run'} {s.run_id} ({s.kind} {s.table}/{s.cell['row']} "
         f"seed {s.seed}){'; ' + progress if progress else ''}", flush=True)
     try:
-        rec = execute(s, rt)
+        rec = execute(s, rt, source=sources.load(s, resume))  # a source it cannot use: recorded as failed
     except BAD_INPUT:
         raise
     except Exception as e:  # a crash in one run is recorded; the other runs go on

@@ -4,7 +4,7 @@ One file per run (``<run dir>/last.pt``), replaced atomically (temp file, fsync,
 model, optimizer, scheduler, grad scaler, EMA, the RNG states (python, numpy, torch, CUDA),
 epoch/step, the metrics history so far, the run's config fingerprint and the record it trains toward. The last epoch is always
 saved, so a finished run's ``last.pt`` holds its final model (what ``config["init"]`` of a later run
-starts from: init_from.py); nothing deletes it. Loaded with
+starts from, and what a pointer probes: run/sources.py loads it); nothing deletes it. Loaded with
 ``weights_only=True``. A checkpoint whose fingerprint is not the run's is refused with an error
 (never silently ignored or overwritten): it belongs to another config, and resuming from it would
 mix two experiments.

@@ -5,7 +5,7 @@ stopped it: preempt.py) and replays the rest exactly: data order and batch augme
 by (seed, epoch, rank), the batches of an epoch already trained are drawn again and skipped, and the
 global RNG states (dropout, drop path, Mixup, RandAugment, erasing) are restored from the checkpoint.
 A non-finite loss stops the run; the result says ``diverged`` and at which step.
-A fresh run with ``config["init"]`` starts from another run's final model (init_from.py).
+A fresh run with ``config["init"]`` starts from another run's final model, passed in by the run stage (init_from.py).
 One loop trains one run, or K runs as one vmapped model (``runtime.fused``: fused.FusedRuns takes the step,
 each run keeps its own checkpoint, rows, record and provenance, written by the same code as a run alone).
 """
@@ -24,7 +24,7 @@ from tqdm import tqdm
 from ..data import build_data
 from ..records import _jsonable, record_path
 from .machine import device_name, trained_how
-from ..runs import ConfigError, RunSpec, run_dir, source_spec
+from ..runs import ConfigError, RunSpec, Source, run_dir, source_spec
 from . import checkpoint, precision, preempt
 from .compiled import compile_module, graphed, step_begin
 from .ddp import Dist, all_reduce, any_rank, barrier
@@ -114,18 +114,19 @@ def _stop(step: int, stop_at: int | None, d: Dist) -> bool:
     return any_rank(preempt.requested() or (stop_at is not None and step >= stop_at), d)
 
 
-def train(spec: RunSpec, rt: Runtime, stop_at: int | None = None) -> Result:
-    """Train (or resume) one run and evaluate it; rank 0 keeps checkpoint and logs.
+def train(spec: RunSpec, rt: Runtime, stop_at: int | None = None, source: Source | None = None) -> Result:
+    """Train (or resume) one run and evaluate it; rank 0 keeps checkpoint and logs. ``source``: the run it starts
+    from, as the run stage loaded it (None in a dry run: the source model is built untrained).
 
     On SIGTERM (or after ``stop_at`` optimizer steps) it checkpoints where it is and raises
     preempt.Preempted; run again, it resumes there."""
-    return train_runs([spec], rt, stop_at)[0]
+    return train_runs([spec], rt, stop_at, [source])[0]
 
 
-def train_runs(specs: list[RunSpec], rt: Runtime, stop_at: int | None = None) -> list[Result]:
+def train_runs(specs: list[RunSpec], rt: Runtime, stop_at: int | None = None, sources: list = ()) -> list[Result]:
     """``train`` for one run, or for K runs as one fused model (they must fuse: fused.group_key); a Result each.
     A fused group resumes together when its runs' checkpoints stand at one step, else NotFusable."""
-    runs, step = _runs(specs, rt, stop_at)
+    runs, step = _runs(specs, rt, stop_at, sources)
     for epoch in range(runs[0].start_epoch, runs[0].epochs):
         live = [r for r in runs if r.diverged_step is None]
         if live[0].max_steps and step.count >= live[0].max_steps:
@@ -145,8 +146,8 @@ def stepper(specs: list[RunSpec], rt: Runtime):
     return (b for epoch in itertools.count() for b in step.batches(epoch)), step
 
 
-def _runs(specs: list[RunSpec], rt: Runtime, stop_at: int | None) -> tuple[list, "_Plain | _Fused"]:
-    runs = [_Run(s, rt, stop_at, wide=len(specs) > 1) for s in specs]
+def _runs(specs: list[RunSpec], rt: Runtime, stop_at: int | None, sources=()) -> tuple[list, "_Plain | _Fused"]:
+    runs = [_Run(s, rt, stop_at, len(specs) > 1, src) for s, src in itertools.zip_longest(specs, sources)]
     if len(runs) > 1:  # one clock: a fused run books its share of the group's wall time
         for r in runs:
             r.wall0, r.group = runs[0].wall0, [x.spec.run_id for x in runs]
@@ -287,7 +288,7 @@ def start_state(spec: RunSpec, path) -> tuple[dict | None, dict | None]:
 class _Run:
     """One run's state, from setup (fresh or from its checkpoint) to its Result: what ``train`` loops over."""
 
-    def __init__(self, spec: RunSpec, rt: Runtime, stop_at: int | None, wide: bool = False):
+    def __init__(self, spec: RunSpec, rt: Runtime, stop_at: int | None, wide: bool = False, source: Source | None = None):
         self.wall0 = time.perf_counter()
         self.spec, self.rt, self.stop_at, self.d = spec, rt, stop_at, rt.dist
         self.cfg = {**spec.config, "data": fast_data(spec.config)} if wide else spec.config  # a fused run's batches
@@ -300,7 +301,7 @@ class _Run:
         random_seed(spec.seed)
         self.record = _record(spec)
         state, self.resumed_from = start_state(spec, self.ckpt_path) if rt.persist else (None, None)
-        self._build(state is not None)
+        self._build(state is not None, source)
         self.start_epoch, self.step, self.history, self.diverged_step = 0, 0, [], None
         self.spent = {"wall_s": 0.0, "train_s": 0.0, "images": 0}
         self.partial = {}  # a stopped epoch's progress: batches done, running sums, seconds
@@ -318,15 +319,20 @@ class _Run:
         self.tb = TensorBoard(self.out_dir / "tb", rt.tensorboard and self.d.is_main and rt.persist)
 
     # ---- setup
-    def _build(self, resuming: bool) -> None:
+    def _build(self, resuming: bool, source: Source | None) -> None:
         """Data, model (from its source run when fresh), loss terms, probes, optimiser and schedule."""
         cfg, recipe, d, spec = self.cfg, self.recipe, self.d, self.spec
         self.data = build_data(cfg["data"], recipe, seed=spec.seed, rank=d.rank, world=d.world_size,
                                device=d.device, num_workers=self.rt.num_workers)
         self.model = create_model(cfg, self.data.num_classes).to(d.device)
         self.source, self.switch = source_spec(spec), {}
+        self.source_record = source.record if source else None  # for its probes (ProbeContext.source)
         if self.source is not None and not resuming:  # a resumed run's checkpoint already holds trained weights
-            src_model = init_from_source(self.model, spec, self.data.num_classes, d.device, trained=self.rt.persist)
+            weights = getattr(source, "weights", None)
+            if weights is None and self.rt.persist:  # only a dry run may start from an untrained source
+                raise ValueError(f"run {spec.run_id} starts from {self.source.run_id}'s final model: pass it "
+                                 f"(run/sources.py loads it)")
+            src_model = init_from_source(self.model, spec, self.data.num_classes, d.device, weights)
             if self.source.config["data"].get("img_size") == cfg["data"].get("img_size"):  # else a fine-tune
                 self.switch = switch_metrics(src_model, self.model, self.data.test, d)
             del src_model
@@ -497,7 +503,8 @@ class _Run:
 
     def _probe_ctx(self, epoch: int) -> ProbeContext:
         images, labels = self.probe_images
-        return ProbeContext(self.cfg, self.d.device, images, labels, epoch, self.step, list(self.history), self.spec)
+        return ProbeContext(self.cfg, self.d.device, images, labels, epoch, self.step, list(self.history), self.spec,
+                            self.source_record)
 
     def save(self, next_epoch: int, **progress) -> None:
         """Checkpoint (every rank gathers its RNG state; rank 0 writes). ``progress``: a stopped epoch's."""

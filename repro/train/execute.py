@@ -8,7 +8,7 @@ import yaml
 
 from .. import records
 from ..functions import lookup
-from ..runs import RunSpec, run_dir
+from ..runs import RunSpec, Source, run_dir
 from . import machine
 from .engine import Runtime, start_state, train
 
@@ -44,8 +44,8 @@ def make_record(spec: RunSpec, rt: Runtime, status: str, metrics: dict, provenan
             "provenance": {**(started or machine.provenance(rt.dist.world_size)), **provenance}}
 
 
-def execute(spec: RunSpec, rt: Runtime, write: bool = True) -> dict:
-    """Run one spec and (rank 0, unless write=False) write its record; returns the record."""
+def execute(spec: RunSpec, rt: Runtime, write: bool = True, source: Source | None = None) -> dict:
+    """Run one spec (``source``: what it depends on, run/sources.py); rank 0 writes its record unless write=False."""
     start, started = time.perf_counter(), machine.provenance(rt.dist.world_size)
     if write and rt.dist.is_main:
         out = run_dir(spec)
@@ -54,12 +54,13 @@ def execute(spec: RunSpec, rt: Runtime, write: bool = True) -> dict:
                                                          "seed": spec.seed, "config": spec.config},
                                                         sort_keys=False))
     if spec.kind == "probe":
-        metrics = lookup(spec.config["probe"])(spec.config)
+        probe = lookup(spec.config["probe"])
+        metrics = probe(spec.config) if source is None else probe(spec.config, source)  # a pointer gets its source
         if not isinstance(metrics, dict):
             raise TypeError(f"probe {spec.config['probe']} returned {type(metrics).__name__}, not a dict")
         rec = make_record(spec, rt, "finished", metrics, {"wall_s": time.perf_counter() - start}, started)
     else:
-        res = train(spec, rt)
+        res = train(spec, rt, source=source)
         rec = make_record(spec, rt, res.status, res.metrics, res.provenance, started)
     if write and rt.dist.is_main:
         records.write_record(rec)

@@ -1,11 +1,11 @@
 """Paper-specific measurements and loss terms, plugged into training by import path.
 
 A train run's config may list
-- ``probes``: ``["<name>", {"fn": "<name>", "every_epoch": true, **kwargs}]``; each is
-  called as ``fn(model, ctx, **kwargs) -> dict`` on the trained model (and after every epoch when
-  ``every_epoch``), where ``ctx`` is a ``ProbeContext`` (config, device, a fixed batch of test
-  images and labels, epoch, step, the history rows of the epochs finished so far, so that an
-  end-of-training probe can turn per-epoch values into curves, and the RunSpec). The dicts are merged into the
+- ``probes``: ``["<name>", {"fn": "<name>", "every_epoch": true, **kwargs}]``; each is called as
+  ``fn(model, ctx, **kwargs) -> dict`` on the trained model (and after every epoch when ``every_epoch``), where
+  ``ctx`` is a ``ProbeContext`` (config, device, a fixed batch of test images and labels, epoch, step, the history
+  rows of the epochs finished so far, so that an end-of-training probe can turn per-epoch values into curves, the
+  RunSpec, and the record of the run it started from, loaded by the run stage). The dicts are merged into the
   record's metrics (end) and into each epoch's history row (every_epoch).
 - ``losses``: ``[{"fn": "<name>", "weight": 1.0, **kwargs}]``; ``factory(model, **kwargs)``
   is called once on the bare model (before compile / DDP, so it may register forward hooks to read
@@ -42,6 +42,7 @@ class ProbeContext:
     step: int
     history: list = field(default_factory=list)  # the epoch rows logged so far (all of them at the end)
     run: Any = None  # the RunSpec being trained (its seed, scale, and the run it started from, if any)
+    source: dict | None = None  # the finished record of the run it started from (None in a dry run)
 
 
 @dataclass
