@@ -81,3 +81,11 @@ def test_a_folder_dataset_is_counted_from_its_files_and_a_missing_one_is_one_lin
                  "data.path=x"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "data.path" in err
+
+
+def test_paper_given_as_reproduce_takes_it_forecasts_that_paper_alone(capsys):
+    """``forecast paper=cmhsa scale=cpu`` (reproduce's spelling) is one row for cmhsa, never cmhsa's plan under
+    every paper's name."""
+    assert main(["forecast", "--bench", str(H200), "paper=respostln", "scale=tiny"]) == 0
+    rows = [line.split()[0] for line in capsys.readouterr().out.splitlines()[3:] if not line.startswith("total")]
+    assert rows == ["respostln"]

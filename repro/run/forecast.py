@@ -140,9 +140,12 @@ def main(argv: list[str], campaign: Callable[[list[str]], tuple[dict, dict]],
             raise ConfigError(f"{bench}: no such benchmark; run python -m benchmarks.data_path on the device")
         ref = Reference.load(bench)
         scale = next((o.split("=", 1)[1] for o in ns.overrides if o.startswith("scale=")), "tiny")
+        # paper=ID as reproduce takes it selects the paper (else it would override every row's paper)
+        named = [o.split("=", 1)[1] for o in ns.overrides if o.startswith("paper=")]
+        overrides = [o for o in ns.overrides if not o.startswith("paper=")]
         rows = []
-        for paper in ns.paper or papers_at(scale):
-            f = forecast(*campaign([f"paper={paper}", *ns.overrides]), ref)
+        for paper in [*(ns.paper or []), *named] or papers_at(scale):
+            f = forecast(*campaign([f"paper={paper}", *overrides]), ref)
             rows.append([paper, f["runs"], f["groups"], f["models"],
                          " - ".join(f"{r:,.0f}" for r in (f["rates"][:1] + f["rates"][-1:])) or "-",
                          f"{f['seconds'] / 60:.1f}"])
