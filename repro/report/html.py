@@ -12,11 +12,11 @@ from pathlib import Path
 import jinja2
 
 from repro.report.assess import Assessment
-from repro.report.claims import verdict_label
 from repro.report.cells import DETAIL_HEADERS, MEASURED, Cell, Comparison, column_unit, cost_text, unique_scales
 from repro.report.figures import RenderedFigure
 from repro.report.forest import forest_svg
 from repro.report.glance import chip, first_screen, precondition_row, row_models, short
+from repro.report.pairwise import verdict_label
 from repro.report.provenance import describe
 from repro.report.tally import KIND_LABELS, kind, tally
 from repro.runs import is_smoke

@@ -130,10 +130,8 @@ def _values(cmp: Comparison, ref: Ref, scale: str | None) -> list | None:
     """Per-seed values of a cell (or [const]); None when the cell is not measured."""
     if ref.const is not None:
         return [ref.const]
-    cell = cmp.cell(ref, scale)
-    if cell is None or cell.status != MEASURED:
-        return None
-    return list(cell.measured.values)
+    cell = _cell(cmp, ref, scale)
+    return None if cell is None else list(cell.measured.values)
 
 
 def _cell(cmp: Comparison, ref: Ref, scale: str | None) -> Cell | None:
@@ -212,7 +210,7 @@ def _check_pair(cmp: Comparison, claim: Claim, lhs: Ref, rhs: Ref, scale: str | 
         verdict, statistic, method = _within(a, b, claim.tolerance, exact)
         return Check(lhs, rhs, claim.relation, verdict, statistic, method, effect,
                      n=(len(a), len(b)) if method == "lean" else None)
-    chance = [c for c in (_at_chance(cmp, lhs, scale), _at_chance(cmp, rhs, scale))]
+    chance = [_at_chance(cmp, r, scale) for r in (lhs, rhs)]
     if not exact and chance[0] is not None and (chance[1] is not None or rhs.const is not None
                                                 and rhs.const <= chance[0].chance):
         return Check(lhs, rhs, claim.relation, NOT_TESTABLE,
@@ -387,13 +385,11 @@ def _paper_effect(paper: Paper, claim: Claim, lhs: Ref, rhs: Ref) -> float | Non
 
 def on_paper(paper: Paper, claim: Claim) -> str:
     """Does the claim hold on the paper's own printed numbers? (a check of the claim's transcription)"""
-    ok = []
-    for lhs, rhs in claim.pairs:
-        a, b = _paper_value(paper, lhs), _paper_value(paper, rhs)
-        if a is None or b is None:
-            return ""
-        if claim.relation == "rate":  # a share of runs: a paper prints no such thing per cell
-            return ""
-        ok.append(a - b > claim.margin if claim.relation == ">" else a <= b if claim.relation == "<=" else
-                  abs(a - b) <= (claim.tolerance or 0.0))
-    return "" if not ok else said(HOLDS if (any(ok) if claim.somewhere else all(ok)) else FAILS, claim.evidence)
+    if claim.relation == "rate":  # a share of runs: a paper prints no such thing per cell
+        return ""
+    sides = [(_paper_value(paper, lhs), _paper_value(paper, rhs)) for lhs, rhs in claim.pairs]
+    if not sides or any(a is None or b is None for a, b in sides):
+        return ""
+    ok = [a - b > claim.margin if claim.relation == ">" else a <= b if claim.relation == "<=" else
+          abs(a - b) <= (claim.tolerance or 0.0) for a, b in sides]
+    return said(HOLDS if (any(ok) if claim.somewhere else all(ok)) else FAILS, claim.evidence)
