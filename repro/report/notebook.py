@@ -37,24 +37,17 @@ _CODE_DIR = Path(__file__).resolve().parent
 
 
 class _Shown:
-    """Something a notebook cell displays: HTML for people, Markdown/plain as fallbacks."""
+    """Something a notebook cell displays: HTML or a PNG for people, plain text as the fallback (a repr method
+    returning None is not shown that way, as in IPython)."""
 
-    def __init__(self, html_text: str, text: str):
-        self._html, self._text = html_text, text
+    def __init__(self, html_text: str | None, text: str, png: bytes | None = None):
+        self._html, self._text, self._png = html_text, text, png
 
-    def _repr_html_(self) -> str:
+    def _repr_html_(self) -> str | None:
         return self._html
 
-    def __repr__(self) -> str:
-        return self._text
-
-
-class _Png:
-    def __init__(self, data: bytes, text: str):
-        self._data, self._text = data, text
-
-    def _repr_png_(self) -> bytes:
-        return self._data
+    def _repr_png_(self) -> bytes | None:
+        return self._png
 
     def __repr__(self) -> str:
         return self._text
@@ -130,7 +123,7 @@ class ReportView:
         mpl = figures.draw(self.cmp, fig, scale)
         if mpl is None:
             return _Shown(f"<p>No records feed {figure_id} at scale {scale}.</p>", f"{figure_id}: no data")
-        return _Png(figures.png_bytes(mpl), f"{figure_id} at {scale}")
+        return _Shown(None, f"{figure_id} at {scale}", figures.png_bytes(mpl))
 
     def records(self, table_id: str | None = None) -> _Shown:
         """The raw records (scalar metrics only), one row per run."""
@@ -217,16 +210,17 @@ def make_notebook(view: ReportView, papers_dir: Path, results_dir: Path) -> nbfo
     return nb
 
 
+_MIMES = (("_repr_html_", "text/html"), ("_repr_markdown_", "text/markdown"), ("_repr_png_", "image/png"))
+
+
 def _outputs(value, stdout: str) -> list:
     out = [v4.new_output("stream", name="stdout", text=stdout)] if stdout else []
     if value is None:
         return out
-    data = {"text/plain": repr(value)}
-    for meth, mime in (("_repr_html_", "text/html"), ("_repr_markdown_", "text/markdown")):
-        if hasattr(value, meth):
-            data[mime] = getattr(value, meth)()
-    if hasattr(value, "_repr_png_"):
-        data["image/png"] = base64.b64encode(value._repr_png_()).decode("ascii")
+    shown = {mime: getattr(value, meth)() for meth, mime in _MIMES if hasattr(value, meth)}
+    data = {"text/plain": repr(value), **{mime: v for mime, v in shown.items() if v is not None}}
+    if "image/png" in data:
+        data["image/png"] = base64.b64encode(data["image/png"]).decode("ascii")
     return out + [v4.new_output("execute_result", data=data)]
 
 
@@ -246,10 +240,7 @@ def run_inline(nb: nbformat.NotebookNode) -> None:
         except Exception as e:  # shown in the notebook like a kernel error; the other cells still run
             cell.outputs = [v4.new_output("error", ename=type(e).__name__, evalue=str(e),
                                           traceback=traceback.format_exc().splitlines())]
-        cell.execution_count = n
-        for o in cell.outputs:
-            if o.output_type == "execute_result":
-                o.execution_count = n
+    _renumber(nb)
 
 
 def _renumber(nb: nbformat.NotebookNode) -> None:
