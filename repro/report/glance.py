@@ -9,6 +9,8 @@ The rows are stored in summary.json (``first_screen``) and drawn from there by t
 """
 from __future__ import annotations
 
+from collections import Counter
+
 from repro.report import family
 from repro.report.assess import Assessment
 from repro.report.cells import Comparison, column_unit, difference_unit, order_scales
@@ -247,10 +249,7 @@ def tallies(a: Assessment, screen: list[dict]) -> dict[str, dict]:
 
 
 def _count(verdicts) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for v in verdicts:
-        out[v] = out.get(v, 0) + 1
-    return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+    return dict(sorted(Counter(verdicts).items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def first_screen(a: Assessment, drawn: set | frozenset = frozenset()) -> list[dict]:
