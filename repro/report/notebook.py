@@ -65,11 +65,9 @@ def find_root(paper_id: str, start: Path | None = None) -> Path:
 
 
 class ReportView:
-    """A paper's comparison and claim verdicts, rebuilt from its records, for use in a notebook.
-
-    Without ``papers_dir`` / ``results_dir`` both are found from the checkout (``find_root``), so the same
-    cells run from the repository root and from results/<id>/.
-    """
+    """A paper's comparison and claim verdicts, rebuilt from its records, for use in a notebook. Without
+    ``papers_dir`` / ``results_dir`` both are found from the checkout (``find_root``), so the same cells run from
+    the repository root and from results/<id>/."""
 
     def __init__(self, paper_id: str, papers_dir: str | Path | None = None, results_dir: str | Path | None = None):
         root = find_root(paper_id) if papers_dir is None or results_dir is None else None
@@ -97,18 +95,17 @@ class ReportView:
     def __repr__(self) -> str:
         return f"ReportView({self.paper.id!r}: {len(self.cmp.records)} records, scales {self.cmp.scales})"
 
+    def _verdicts(self, verdicts: list, counts: dict, table_class: str) -> _Shown:
+        text = "\n".join(f"{v.claim.id} [{v.scale}]: {v.verdict} ({v.statistic})" for v in verdicts)
+        settings = self.assessment.settings
+        return _Shown(html.fragment("claims_table", verdicts, counts, table_class, settings, False), text)
+
     def claims(self) -> _Shown:
-        text = "\n".join(f"{v.claim.id} [{v.scale}]: {v.verdict} ({v.statistic})" for v in self.verdicts)
-        return _Shown(html.fragment("claims_table", self.verdicts, tally(self.verdicts + self.assessment.preconditions),
-                                    "claims-table", self.assessment.settings, False),
-                      text)
+        return self._verdicts(self.verdicts, tally(self.verdicts + self.assessment.preconditions), "claims-table")
 
     def preconditions(self) -> _Shown:
         """The paper's regime, measured: a claim that requires a precondition is judged only where it holds."""
-        pre = self.assessment.preconditions
-        text = "\n".join(f"{v.claim.id} [{v.scale}]: {v.verdict} ({v.statistic})" for v in pre)
-        return _Shown(html.fragment("claims_table", pre, {}, "preconditions-table", self.assessment.settings, False),
-                      text)
+        return self._verdicts(self.assessment.preconditions, {}, "preconditions-table")
 
     def table(self, table_id: str, scale: str | None = None) -> _Shown:
         view = self.cmp.view(table_id, scale)
@@ -253,10 +250,8 @@ def _renumber(nb: nbformat.NotebookNode) -> None:
 
 
 def run_kernel(nb: nbformat.NotebookNode, km=None, timeout: int = 300) -> None:
-    """Execute with a Jupyter kernel (nbconvert ExecutePreprocessor) in the current directory.
-
-    ``km``: a kernel manager from ``kernel_session`` to reuse; None starts and stops a kernel just for nb.
-    """
+    """Execute with a Jupyter kernel (nbconvert ExecutePreprocessor) in the current directory; ``km``: a kernel
+    manager from ``kernel_session`` to reuse, None starts and stops a kernel just for ``nb``."""
     from nbconvert.preprocessors import ExecutePreprocessor
 
     if km is None:
@@ -325,10 +320,8 @@ def inputs_digest(paper_yaml: Path, results_dir: Path, paper_id: str) -> str:
 
 
 def build(paper_id: str, papers_dir: Path, results_dir: Path, execute: str = "auto", km=None) -> list[Path]:
-    """Write results/<id>/report.ipynb (executed) and notebook.html; execute = auto | kernel | inline.
-
-    ``km``: a running kernel to reuse (see ``kernel_session``).
-    """
+    """Write results/<id>/report.ipynb (executed) and notebook.html; execute = auto | kernel | inline; ``km``: a
+    running kernel to reuse (see ``kernel_session``)."""
     out = Path(results_dir) / paper_id
     ipynb, page = out / "report.ipynb", out / "notebook.html"
     digest = inputs_digest(Path(papers_dir) / paper_id / "paper.yaml", results_dir, paper_id)
