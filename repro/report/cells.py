@@ -428,8 +428,7 @@ def _measured_cell(table: Table, row, col: Column, scale: str | None, runs, mode
                           "; ".join(f"{k or 'unspecified'} ({', '.join(v[:3])})" for k, v in sources.items()))
         return cell
     unfinished = [r for r, _ in runs if r["status"] != "finished"]
-    for rec in unfinished:
-        cell.notes.append(f"run {rec['run_id']} (seed {rec.get('seed')}) {rec['status']}; excluded")
+    cell.notes += [f"run {rec['run_id']} (seed {rec.get('seed')}) {rec['status']}; excluded" for rec in unfinished]
     dup = {s for s in seeds if seeds.count(s) > 1}
     if dup:
         cell.notes.append(f"seed(s) {sorted(dup, key=str)} measured more than once; all runs averaged")

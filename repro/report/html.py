@@ -58,7 +58,7 @@ def figure_src(path: Path, page_dir: Path) -> str:
     return Path(os.path.relpath(path, page_dir)).as_posix()
 
 
-_ENV.filters["unique_scales"] = lambda xs: unique_scales(list(xs))
+_ENV.filters["unique_scales"] = unique_scales
 _ENV.filters["short"] = short
 _ENV.filters["p_value"] = lambda p: "< 0.0001" if p < 0.0001 else f"{p:.2g}"  # summary.json keeps 4 decimals
 _ENV.globals.update(is_smoke=is_smoke, cell_class=cell_class, cell_title=cell_title, cost_text=cost_text, detail_headers=DETAIL_HEADERS,
