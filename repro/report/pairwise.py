@@ -321,21 +321,21 @@ def finish(checks: list[Check], alpha: float) -> None:
     for c in checks:
         if not c.tests:
             continue
-        parts = [_part_verdict(t, c.relation, alpha) for t in c.tests]
+        parts = [_part_verdict(t, c, alpha) for t in c.tests]
         c.verdict = FAILS if FAILS in parts else HOLDS if all(p == HOLDS for p in parts) else INCONCLUSIVE
         c.below_mde = c.verdict in RESOLVED and len(c.tests) == 1 and c.resolvable is not None \
             and abs(c.effect) < c.resolvable
         c.statistic = _test_text(c, parts)
 
 
-def _part_verdict(t: Test, relation: str, alpha: float) -> str:
-    """One tested element: ">" holds on p(>) and fails on p(<); "<=" the other way round."""
+def _part_verdict(t: Test, c: Check, alpha: float) -> str:
+    """One tested element: ">" holds on p(>) and fails on p(<); "<=" the other way round (p_sides)."""
     if t.p_greater is None:  # exact values: the direction ("<=" holds at equality)
-        ok = t.effect <= 0 if relation == "<=" else t.effect > 0
-        bad = t.effect > 0 if relation == "<=" else t.effect < 0
+        ok = t.effect <= 0 if c.relation == "<=" else t.effect > 0
+        bad = t.effect > 0 if c.relation == "<=" else t.effect < 0
         return HOLDS if ok else FAILS if bad else INCONCLUSIVE
-    p_ok, p_bad = (t.p_less_adj, t.p_greater_adj) if relation == "<=" else (t.p_greater_adj, t.p_less_adj)
-    return HOLDS if p_ok < alpha else FAILS if p_bad < alpha else INCONCLUSIVE
+    ok, bad = p_sides(c)
+    return HOLDS if getattr(t, ok + "_adj") < alpha else FAILS if getattr(t, bad + "_adj") < alpha else INCONCLUSIVE
 
 
 def _test_text(c: Check, parts: list[str]) -> str:
@@ -352,8 +352,8 @@ def _test_text(c: Check, parts: list[str]) -> str:
     head = f"effect {t.effect:+.3g}" + (f" [95% CI {t.ci[0]:+.3g}, {t.ci[1]:+.3g}]" if t.ci else "") + f", {res}"
     if t.p_greater is None:
         return f"{head}; no spread across seeds (n={t.n[0]} vs {t.n[1]})"
-    p, p_adj = (t.p_less, t.p_less_adj) if c.relation == "<=" else (t.p_greater, t.p_greater_adj)
-    q, q_adj = (t.p_greater, t.p_greater_adj) if c.relation == "<=" else (t.p_less, t.p_less_adj)
+    ok, bad = p_sides(c)
+    p, p_adj, q, q_adj = (getattr(t, side) for side in (ok, ok + "_adj", bad, bad + "_adj"))
     below = "; significant but below the resolvable effect: the estimate is likely inflated" if c.below_mde else ""
     paper = f"; paper's effect {c.paper_effect:+.3g}" if c.paper_effect is not None else ""
     if c.paper_effect is not None and t.ci and not t.ci[0] <= c.paper_effect <= t.ci[1]:
