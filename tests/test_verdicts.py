@@ -15,9 +15,10 @@ import pytest
 from repro.models import zoo
 from repro.records import load_records, write_record
 from repro.report import build_report
-from repro.report.claims import FAILS, HOLDS, INCONCLUSIVE, judge, judge_all, resolvable_effect
+from repro.report.claims import FAILS, HOLDS, INCONCLUSIVE, judge, judge_all
 from repro.report.cells import MEASURED, Cell, Measured, compare
 from repro.report.figures import draw
+from repro.report.stats import resolvable_effect
 from repro.paper import Ref, load_paper, parse_printed, prints_as
 
 REPO = Path(__file__).resolve().parents[1]

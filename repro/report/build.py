@@ -78,13 +78,10 @@ def _write(path: Path, text: str) -> Path:
 
 def build_report(paper_id: str, papers_dir: Path = Path("papers"), results_dir: Path = Path("results"),
                  notebook_execute: str | None = "auto", kernel=None) -> list[Path]:
-    """Rebuild one paper's report from its records; returns the paths written.
-
-    Raises UnknownPaper (no paper.yaml) or SpecError (paper.yaml unreadable). Narrower problems
-    (corrupt records, unknown cells) are shown in the report instead. ``notebook_execute`` None skips
-    the notebook; else auto | kernel | inline (see repro.report.notebook); ``kernel`` a running kernel
-    manager to reuse (``notebook.kernel_session``).
-    """
+    """Rebuild one paper's report from its records; returns the paths written. Raises UnknownPaper (no paper.yaml)
+    or SpecError (paper.yaml unreadable); narrower problems (corrupt records, unknown cells) are shown in the report
+    instead. ``notebook_execute`` None skips the notebook, else auto | kernel | inline (repro.report.notebook);
+    ``kernel`` a running kernel manager to reuse (``notebook.kernel_session``)."""
     papers_dir, results_dir = Path(papers_dir), Path(results_dir)
     spec = papers_dir / paper_id / "paper.yaml"
     if not spec.is_file():

@@ -76,16 +76,6 @@ class Measured:
         """Sample std over seeds (ddof=1); None with fewer than two runs."""
         return float(np.std(self.values, ddof=1)) if self.n >= 2 and not self.is_array else None
 
-    def array_stats(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """Element-wise mean and std over runs of an array cell (None when shapes differ)."""
-        try:
-            arr = np.asarray(self.values, dtype=float)
-        except (TypeError, ValueError):
-            return None
-        if arr.ndim < 2:
-            return None
-        return arr.mean(axis=0), (arr.std(axis=0, ddof=1) if len(arr) > 1 else np.zeros(arr.shape[1:]))
-
 
 @dataclass
 class Cell:
@@ -143,10 +133,6 @@ class Cell:
         if not self.comparable:
             return None
         return 0.0 if self.column.compare == "exact" else 2 * (self.std or 0.0)
-
-    @property
-    def agrees_at_printed_precision(self) -> bool | None:
-        return None if not self.comparable else prints_as(self.mean, self.paper, self.printed)
 
     @property
     def within_noise(self) -> bool | None:
@@ -273,15 +259,10 @@ class TableView:
 
     def detail_rows(self) -> list[list]:
         """One line per cell that has something measured or something wrong (see DETAIL_HEADERS)."""
-        rows = []
-        for row in self.table.rows:
-            for col in self.table.columns:
-                c = self.cells[(row.key, col.key)]
-                if not (c.status in (MEASURED, INVALID, DIVERGED) or (c.notes and c.status != CITED)):
-                    continue
-                rows.append([row.label, col.label, c.paper_text(), c.measured_text(), c.n or "",
-                             c.delta_text(), c.within_text(), c.protocol, "; ".join(c.notes)])
-        return rows
+        cells = [(row, col, self.cells[(row.key, col.key)]) for row in self.table.rows for col in self.table.columns]
+        return [[row.label, col.label, c.paper_text(), c.measured_text(), c.n or "", c.delta_text(), c.within_text(),
+                 c.protocol, "; ".join(c.notes)] for row, col, c in cells
+                if c.status in (MEASURED, INVALID, DIVERGED) or (c.notes and c.status != CITED)]
 
     def counts(self) -> dict[str, int]:
         """Measured, not run and invalid among the table's measurable (non-derived, non-cited) cells."""
@@ -447,8 +428,7 @@ def _measured_cell(table: Table, row, col: Column, scale: str | None, runs, mode
                           "; ".join(f"{k or 'unspecified'} ({', '.join(v[:3])})" for k, v in sources.items()))
         return cell
     unfinished = [r for r, _ in runs if r["status"] != "finished"]
-    for rec in unfinished:
-        cell.notes.append(f"run {rec['run_id']} (seed {rec.get('seed')}) {rec['status']}; excluded")
+    cell.notes += [f"run {rec['run_id']} (seed {rec.get('seed')}) {rec['status']}; excluded" for rec in unfinished]
     dup = {s for s in seeds if seeds.count(s) > 1}
     if dup:
         cell.notes.append(f"seed(s) {sorted(dup, key=str)} measured more than once; all runs averaged")
@@ -550,11 +530,8 @@ def table_view(paper: Paper, table: Table, scale: str | None, index, defined: se
 def table_cost(table: Table, scale: str | None, index) -> dict:
     """Time to table: the distinct runs filling its cells at this scale, their summed wall time and where
     they ran. Why: regenerating a table costs machine hours, and a reader planning a rerun needs them."""
-    recs = {}
-    for row in table.rows:
-        for col in table.columns:
-            for rec, _ in index.get((scale, table.id, row.key, col.key), []):
-                recs[rec.get("run_id")] = rec
+    recs = {rec.get("run_id"): rec for row in table.rows for col in table.columns
+            for rec, _ in index.get((scale, table.id, row.key, col.key), [])}
     provs = [as_dict(r.get("provenance")) for r in recs.values()]
     walls = [float(p["wall_s"]) for p in provs if isinstance(p.get("wall_s"), (int, float))]
     return {"runs": len(recs), "timed": len(walls), "compute_s": round(sum(walls), 1) if walls else None,
@@ -589,10 +566,9 @@ def compare(paper: Paper, records: list[dict], bad: list[RecordError] | None = N
     problems = [str(p) for p in paper.problems] + [str(e) for e in (bad or [])] + problems
     used, counted = {s for (s, *_rest) in index}, counted_params(records, models)
     scales = order_scales(used)
-    views = []
-    for table in paper.tables:
-        own = order_scales({s for (s, t, *_r) in index if t == table.id}) if table.reproduced else []
-        for scale in own or [None]:
-            views.append(table_view(paper, table, scale, index, (defined or {}).get(scale), models, counted))
+    own = {t.id: order_scales({s for (s, tid, *_r) in index if tid == t.id}) if t.reproduced else []
+           for t in paper.tables}
+    views = [table_view(paper, table, scale, index, (defined or {}).get(scale), models, counted)
+             for table in paper.tables for scale in own[table.id] or [None]]
     return Comparison(paper, scales, views, records, index, problems, dict(resolves or {}), dict(defined or {}),
                       dict(models or {}), counted)

@@ -16,10 +16,9 @@ A verdict is only as strong as its evidence and only as broad as its setting:
 from __future__ import annotations
 
 from repro.report.cells import NOT_REPRODUCED, Comparison, reproduce_command
-from repro.report.pairwise import (FAILS, HOLDS, INCONCLUSIVE, INVALID, JUDGED, MIN_ROUNDS, MIN_SEEDS,  # noqa: F401
-                                      NOT_DESIGNED, NOT_RESOLVABLE, NOT_RUN, NOT_TESTABLE, OUTSIDE, RESOLVED, SMOKE,
-                                      TIMING, Check, Verdict, _fmt, alternated, numbers, check_pair, finish, on_paper,
-                                      resolvable_effect, said, verdict_label)
+from repro.report.pairwise import (FAILS, HOLDS, INCONCLUSIVE, INVALID, JUDGED, MIN_ROUNDS, MIN_SEEDS, NOT_DESIGNED,
+                                      NOT_RESOLVABLE, NOT_RUN, NOT_TESTABLE, OUTSIDE, SMOKE, TIMING, Check, Verdict,
+                                      _fmt, numbers, check_pair, finish, on_paper, said)
 from repro.runs import is_smoke
 from repro.paper import Claim, Ref
 

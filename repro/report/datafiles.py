@@ -81,13 +81,6 @@ def interval(cell: Cell) -> tuple[float | None, float | None]:
     return cell.mean - half, cell.mean + half
 
 
-def _values(cell: Cell) -> str:
-    m = cell.measured
-    if m is None or m.is_array:
-        return ""
-    return ";".join(f"{v:.6g}" for v in m.values)
-
-
 def cell_rows(cmp: Comparison) -> list[dict]:
     """One row per measured-or-scheduled cell and scale: the paper's value beside ours, with the setting."""
     rows, claims = [], _claims_by_cell(cmp)
@@ -101,13 +94,14 @@ def cell_rows(cmp: Comparison) -> list[dict]:
                     continue
                 runs, low_high = c.runs_protocol, interval(c)
                 rows.append({"paper": cmp.paper.id, "table": view.table.id, "row": r.key, "column": col.key,
-                             "scale": view.scale, "dataset": _joined(runs, "data"), "fraction": _joined(runs, "fraction"),
-                             "img_size": _joined(runs, "img_size"), "state": _joined(runs, "state"),
-                             "family": _joined(runs, "family"), "device": _joined(runs, "device"),
+                             "scale": view.scale, "dataset": _joined(runs, "data"),
+                             **{k: _joined(runs, k) for k in ("fraction", "img_size", "state", "family", "device")},
                              "model": _joined(runs, "label") or _joined(runs, "model"), "params": _joined(runs, "params"),
                              "epochs": _joined(runs, "epochs"), "unit": unit(cmp, c, view.scale), "n": c.n,
                              "mean": c.mean, "sd": c.std, "ci_low": low_high[0], "ci_high": low_high[1],
-                             "values": _values(c), "seeds": ";".join(map(str, c.measured.seeds)) if c.measured else "",
+                             "values": ";".join(f"{v:.6g}" for v in c.measured.values)
+                             if c.measured and not c.measured.is_array else "",
+                             "seeds": ";".join(map(str, c.measured.seeds)) if c.measured else "",
                              "record_ids": ";".join(c.measured.run_ids) if c.measured else "",
                              "paper_printed": c.paper_text(), "paper_value": c.paper.value if c.paper else None,
                              "paper_dataset": view.paper_protocol, "protocol": c.protocol,

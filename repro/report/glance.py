@@ -9,6 +9,8 @@ The rows are stored in summary.json (``first_screen``) and drawn from there by t
 """
 from __future__ import annotations
 
+from collections import Counter
+
 from repro.report import family
 from repro.report.assess import Assessment
 from repro.report.cells import Comparison, column_unit, difference_unit, order_scales
@@ -100,12 +102,12 @@ def setting(cmp: Comparison, checks: list[Check], scale: str) -> dict:
     models by family and measured size, data and its share, epochs, device; seeds per cell."""
     recs = {r.get("run_id"): r for c in checks for ref in (c.lhs, c.rhs) for r in _records(cmp, ref, scale)}
     out = joined([run_setting(r, cmp.models, cmp.counted) for r in recs.values() if r.get("status") == "finished"])
-    seeds = _joined(c.n for ref in {x for ch in checks for x in (ch.lhs, ch.rhs)} if ref.const is None
-                    for c in [cmp.cell(ref, scale)] if c is not None and c.n)
+    refs = dict.fromkeys(x for ch in checks for x in (ch.lhs, ch.rhs) if x.const is None)
+    seeds = _joined(c.n for c in (cmp.cell(ref, scale) for ref in refs) if c is not None and c.n)
     out["seeds"] = seeds
     out["text"] += f" · {seeds} seed{'s' if seeds != '1' else ''}" if seeds else ""
-    rows = [m for ref in dict.fromkeys(x for ch in checks for x in (ch.lhs, ch.rhs)) if ref.const is None
-            for view in [cmp.view(ref.table, scale)] if view for m in [view.measured_rows.get(ref.row)] if m]
+    views = [(ref, cmp.view(ref.table, scale)) for ref in refs]
+    rows = [m for ref, view in views if view and (m := view.measured_rows.get(ref.row))]
     if rows:  # the rows' own setting where the scale changes it: "k = 5 of 5 GPSA"
         measured = " vs ".join(dict.fromkeys(rows))
         out.update(rows=measured, text=f"{out['text']} · {measured}", short=f"{out['short']}, {measured}")
@@ -247,10 +249,7 @@ def tallies(a: Assessment, screen: list[dict]) -> dict[str, dict]:
 
 
 def _count(verdicts) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for v in verdicts:
-        out[v] = out.get(v, 0) + 1
-    return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+    return dict(sorted(Counter(verdicts).items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def first_screen(a: Assessment, drawn: set | frozenset = frozenset()) -> list[dict]:

@@ -12,11 +12,11 @@ from pathlib import Path
 import jinja2
 
 from repro.report.assess import Assessment
-from repro.report.claims import verdict_label
 from repro.report.cells import DETAIL_HEADERS, MEASURED, Cell, Comparison, column_unit, cost_text, unique_scales
 from repro.report.figures import RenderedFigure
 from repro.report.forest import forest_svg
 from repro.report.glance import chip, first_screen, precondition_row, row_models, short
+from repro.report.pairwise import verdict_label
 from repro.report.provenance import describe
 from repro.report.tally import KIND_LABELS, kind, tally
 from repro.runs import is_smoke
@@ -58,7 +58,7 @@ def figure_src(path: Path, page_dir: Path) -> str:
     return Path(os.path.relpath(path, page_dir)).as_posix()
 
 
-_ENV.filters["unique_scales"] = lambda xs: unique_scales(list(xs))
+_ENV.filters["unique_scales"] = unique_scales
 _ENV.filters["short"] = short
 _ENV.filters["p_value"] = lambda p: "< 0.0001" if p < 0.0001 else f"{p:.2g}"  # summary.json keeps 4 decimals
 _ENV.globals.update(is_smoke=is_smoke, cell_class=cell_class, cell_title=cell_title, cost_text=cost_text, detail_headers=DETAIL_HEADERS,

@@ -89,9 +89,8 @@ def _read_off(cmp: Comparison, fig: Figure, scale: str, ref) -> tuple[int, int, 
 def _label(cmp: Comparison, ref) -> str:
     """A cell in words: its table's row and column labels."""
     table = cmp.paper.table(ref.table)
-    row = next((r.label for r in table.rows if r.key == ref.row), ref.row)
-    col = table.column(ref.column)
-    return f"{row}, {col.label if col else ref.column}"
+    row, col = table.row(ref.row), table.column(ref.column)
+    return f"{row.label if row else ref.row}, {col.label if col else ref.column}"
 
 
 def _operands(cmp: Comparison, ref):

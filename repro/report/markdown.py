@@ -10,6 +10,7 @@ from tabulate import tabulate
 
 from repro.report.assess import Assessment
 from repro.report.glance import first_screen
+from repro.report.readme import effect, signed
 
 _ESCAPES = str.maketrans({"|": r"\|", "<": r"\<", ">": r"\>", "&": r"\&", "\n": " "})
 PAGE = "report.html"
@@ -42,19 +43,13 @@ def render(a: Assessment) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _signed(x) -> str:
-    return "-" if x is None else f"{x:+.3g}"
-
-
 def _ours(r: dict) -> str:
     """Ours in the claim's direction with its interval, margin, means and p (one-sided, Holm; across the family)."""
     d, fam = r["toward"], r.get("family")
     p = f"; p {fam['p']:.2g} that it {fam['side']}, Holm across the {fam['size']} rows compared with " \
         f"{fam['baseline']}: {fam['p_holm']:.2g}" if fam else (f"; p {r['p']:.2g} that it {r['p_side']}"
                                                                  if r.get("p") is not None else "")
-    return (_signed(d["effect"]) + (f" [{d['ci'][0]:+.3g}, {d['ci'][1]:+.3g}]" if d["ci"] else "")
-            + (f" {r['unit']}" if r["unit"] else "")
-            + (f" (gap {d['effect'] + r['margin']:+.3g}, margin {r['margin']:g})" if r["margin"] else "")
+    return (effect(r) + (f" (gap {d['effect'] + r['margin']:+.3g}, margin {r['margin']:g})" if r["margin"] else "")
             + (f"; {r['means'][0]:.4g} vs {r['means'][1]:.4g}" if r["means"] else "") + p)
 
 
@@ -67,7 +62,7 @@ def glance_lines(blocks: list[dict]) -> list[str]:
         rows = [[f"[**{r['id']}**]({PAGE}#claim-{r['id']}-{b['scale']})"
                  + (f" ({r['kind']})" if r["kind"] != "training" else "") + f": {r['text']}"
                  + (f" ({r['scope']})" if r.get("scope") else ""),
-                 r["setting"]["text"], _signed(r["toward"]["paper"]), _ours(r),
+                 r["setting"]["text"], signed(r["toward"]["paper"]), _ours(r),
                  f"{r['symbol']} {r['label']}" + (f" (why: {r['why']})" if r.get("why") else "")
                  + (f"; {r['qualifier']}" if r["qualifier"] else "") + "".join(
                      f"; {p['symbol']} {p['id']} {p['label']}" + (f" ({p['measured']})" if p["measured"] else "")

@@ -37,24 +37,17 @@ _CODE_DIR = Path(__file__).resolve().parent
 
 
 class _Shown:
-    """Something a notebook cell displays: HTML for people, Markdown/plain as fallbacks."""
+    """Something a notebook cell displays: HTML or a PNG for people, plain text as the fallback (a repr method
+    returning None is not shown that way, as in IPython)."""
 
-    def __init__(self, html_text: str, text: str):
-        self._html, self._text = html_text, text
+    def __init__(self, html_text: str | None, text: str, png: bytes | None = None):
+        self._html, self._text, self._png = html_text, text, png
 
-    def _repr_html_(self) -> str:
+    def _repr_html_(self) -> str | None:
         return self._html
 
-    def __repr__(self) -> str:
-        return self._text
-
-
-class _Png:
-    def __init__(self, data: bytes, text: str):
-        self._data, self._text = data, text
-
-    def _repr_png_(self) -> bytes:
-        return self._data
+    def _repr_png_(self) -> bytes | None:
+        return self._png
 
     def __repr__(self) -> str:
         return self._text
@@ -72,11 +65,9 @@ def find_root(paper_id: str, start: Path | None = None) -> Path:
 
 
 class ReportView:
-    """A paper's comparison and claim verdicts, rebuilt from its records, for use in a notebook.
-
-    Without ``papers_dir`` / ``results_dir`` both are found from the checkout (``find_root``), so the same
-    cells run from the repository root and from results/<id>/.
-    """
+    """A paper's comparison and claim verdicts, rebuilt from its records, for use in a notebook. Without
+    ``papers_dir`` / ``results_dir`` both are found from the checkout (``find_root``), so the same cells run from
+    the repository root and from results/<id>/."""
 
     def __init__(self, paper_id: str, papers_dir: str | Path | None = None, results_dir: str | Path | None = None):
         root = find_root(paper_id) if papers_dir is None or results_dir is None else None
@@ -104,18 +95,17 @@ class ReportView:
     def __repr__(self) -> str:
         return f"ReportView({self.paper.id!r}: {len(self.cmp.records)} records, scales {self.cmp.scales})"
 
+    def _verdicts(self, verdicts: list, counts: dict, table_class: str) -> _Shown:
+        text = "\n".join(f"{v.claim.id} [{v.scale}]: {v.verdict} ({v.statistic})" for v in verdicts)
+        settings = self.assessment.settings
+        return _Shown(html.fragment("claims_table", verdicts, counts, table_class, settings, False), text)
+
     def claims(self) -> _Shown:
-        text = "\n".join(f"{v.claim.id} [{v.scale}]: {v.verdict} ({v.statistic})" for v in self.verdicts)
-        return _Shown(html.fragment("claims_table", self.verdicts, tally(self.verdicts + self.assessment.preconditions),
-                                    "claims-table", self.assessment.settings, False),
-                      text)
+        return self._verdicts(self.verdicts, tally(self.verdicts + self.assessment.preconditions), "claims-table")
 
     def preconditions(self) -> _Shown:
         """The paper's regime, measured: a claim that requires a precondition is judged only where it holds."""
-        pre = self.assessment.preconditions
-        text = "\n".join(f"{v.claim.id} [{v.scale}]: {v.verdict} ({v.statistic})" for v in pre)
-        return _Shown(html.fragment("claims_table", pre, {}, "preconditions-table", self.assessment.settings, False),
-                      text)
+        return self._verdicts(self.assessment.preconditions, {}, "preconditions-table")
 
     def table(self, table_id: str, scale: str | None = None) -> _Shown:
         view = self.cmp.view(table_id, scale)
@@ -130,7 +120,7 @@ class ReportView:
         mpl = figures.draw(self.cmp, fig, scale)
         if mpl is None:
             return _Shown(f"<p>No records feed {figure_id} at scale {scale}.</p>", f"{figure_id}: no data")
-        return _Png(figures.png_bytes(mpl), f"{figure_id} at {scale}")
+        return _Shown(None, f"{figure_id} at {scale}", figures.png_bytes(mpl))
 
     def records(self, table_id: str | None = None) -> _Shown:
         """The raw records (scalar metrics only), one row per run."""
@@ -217,16 +207,17 @@ def make_notebook(view: ReportView, papers_dir: Path, results_dir: Path) -> nbfo
     return nb
 
 
+_MIMES = (("_repr_html_", "text/html"), ("_repr_markdown_", "text/markdown"), ("_repr_png_", "image/png"))
+
+
 def _outputs(value, stdout: str) -> list:
     out = [v4.new_output("stream", name="stdout", text=stdout)] if stdout else []
     if value is None:
         return out
-    data = {"text/plain": repr(value)}
-    for meth, mime in (("_repr_html_", "text/html"), ("_repr_markdown_", "text/markdown")):
-        if hasattr(value, meth):
-            data[mime] = getattr(value, meth)()
-    if hasattr(value, "_repr_png_"):
-        data["image/png"] = base64.b64encode(value._repr_png_()).decode("ascii")
+    shown = {mime: getattr(value, meth)() for meth, mime in _MIMES if hasattr(value, meth)}
+    data = {"text/plain": repr(value), **{mime: v for mime, v in shown.items() if v is not None}}
+    if "image/png" in data:
+        data["image/png"] = base64.b64encode(data["image/png"]).decode("ascii")
     return out + [v4.new_output("execute_result", data=data)]
 
 
@@ -246,10 +237,7 @@ def run_inline(nb: nbformat.NotebookNode) -> None:
         except Exception as e:  # shown in the notebook like a kernel error; the other cells still run
             cell.outputs = [v4.new_output("error", ename=type(e).__name__, evalue=str(e),
                                           traceback=traceback.format_exc().splitlines())]
-        cell.execution_count = n
-        for o in cell.outputs:
-            if o.output_type == "execute_result":
-                o.execution_count = n
+    _renumber(nb)
 
 
 def _renumber(nb: nbformat.NotebookNode) -> None:
@@ -262,10 +250,8 @@ def _renumber(nb: nbformat.NotebookNode) -> None:
 
 
 def run_kernel(nb: nbformat.NotebookNode, km=None, timeout: int = 300) -> None:
-    """Execute with a Jupyter kernel (nbconvert ExecutePreprocessor) in the current directory.
-
-    ``km``: a kernel manager from ``kernel_session`` to reuse; None starts and stops a kernel just for nb.
-    """
+    """Execute with a Jupyter kernel (nbconvert ExecutePreprocessor) in the current directory; ``km``: a kernel
+    manager from ``kernel_session`` to reuse, None starts and stops a kernel just for ``nb``."""
     from nbconvert.preprocessors import ExecutePreprocessor
 
     if km is None:
@@ -334,10 +320,8 @@ def inputs_digest(paper_yaml: Path, results_dir: Path, paper_id: str) -> str:
 
 
 def build(paper_id: str, papers_dir: Path, results_dir: Path, execute: str = "auto", km=None) -> list[Path]:
-    """Write results/<id>/report.ipynb (executed) and notebook.html; execute = auto | kernel | inline.
-
-    ``km``: a running kernel to reuse (see ``kernel_session``).
-    """
+    """Write results/<id>/report.ipynb (executed) and notebook.html; execute = auto | kernel | inline; ``km``: a
+    running kernel to reuse (see ``kernel_session``)."""
     out = Path(results_dir) / paper_id
     ipynb, page = out / "report.ipynb", out / "notebook.html"
     digest = inputs_digest(Path(papers_dir) / paper_id / "paper.yaml", results_dir, paper_id)

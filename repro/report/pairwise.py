@@ -130,10 +130,8 @@ def _values(cmp: Comparison, ref: Ref, scale: str | None) -> list | None:
     """Per-seed values of a cell (or [const]); None when the cell is not measured."""
     if ref.const is not None:
         return [ref.const]
-    cell = cmp.cell(ref, scale)
-    if cell is None or cell.status != MEASURED:
-        return None
-    return list(cell.measured.values)
+    cell = _cell(cmp, ref, scale)
+    return None if cell is None else list(cell.measured.values)
 
 
 def _cell(cmp: Comparison, ref: Ref, scale: str | None) -> Cell | None:
@@ -212,7 +210,7 @@ def _check_pair(cmp: Comparison, claim: Claim, lhs: Ref, rhs: Ref, scale: str | 
         verdict, statistic, method = _within(a, b, claim.tolerance, exact)
         return Check(lhs, rhs, claim.relation, verdict, statistic, method, effect,
                      n=(len(a), len(b)) if method == "lean" else None)
-    chance = [c for c in (_at_chance(cmp, lhs, scale), _at_chance(cmp, rhs, scale))]
+    chance = [_at_chance(cmp, r, scale) for r in (lhs, rhs)]
     if not exact and chance[0] is not None and (chance[1] is not None or rhs.const is not None
                                                 and rhs.const <= chance[0].chance):
         return Check(lhs, rhs, claim.relation, NOT_TESTABLE,
@@ -323,21 +321,21 @@ def finish(checks: list[Check], alpha: float) -> None:
     for c in checks:
         if not c.tests:
             continue
-        parts = [_part_verdict(t, c.relation, alpha) for t in c.tests]
+        parts = [_part_verdict(t, c, alpha) for t in c.tests]
         c.verdict = FAILS if FAILS in parts else HOLDS if all(p == HOLDS for p in parts) else INCONCLUSIVE
         c.below_mde = c.verdict in RESOLVED and len(c.tests) == 1 and c.resolvable is not None \
             and abs(c.effect) < c.resolvable
         c.statistic = _test_text(c, parts)
 
 
-def _part_verdict(t: Test, relation: str, alpha: float) -> str:
-    """One tested element: ">" holds on p(>) and fails on p(<); "<=" the other way round."""
+def _part_verdict(t: Test, c: Check, alpha: float) -> str:
+    """One tested element: ">" holds on p(>) and fails on p(<); "<=" the other way round (p_sides)."""
     if t.p_greater is None:  # exact values: the direction ("<=" holds at equality)
-        ok = t.effect <= 0 if relation == "<=" else t.effect > 0
-        bad = t.effect > 0 if relation == "<=" else t.effect < 0
+        ok = t.effect <= 0 if c.relation == "<=" else t.effect > 0
+        bad = t.effect > 0 if c.relation == "<=" else t.effect < 0
         return HOLDS if ok else FAILS if bad else INCONCLUSIVE
-    p_ok, p_bad = (t.p_less_adj, t.p_greater_adj) if relation == "<=" else (t.p_greater_adj, t.p_less_adj)
-    return HOLDS if p_ok < alpha else FAILS if p_bad < alpha else INCONCLUSIVE
+    ok, bad = p_sides(c)
+    return HOLDS if getattr(t, ok + "_adj") < alpha else FAILS if getattr(t, bad + "_adj") < alpha else INCONCLUSIVE
 
 
 def _test_text(c: Check, parts: list[str]) -> str:
@@ -354,8 +352,8 @@ def _test_text(c: Check, parts: list[str]) -> str:
     head = f"effect {t.effect:+.3g}" + (f" [95% CI {t.ci[0]:+.3g}, {t.ci[1]:+.3g}]" if t.ci else "") + f", {res}"
     if t.p_greater is None:
         return f"{head}; no spread across seeds (n={t.n[0]} vs {t.n[1]})"
-    p, p_adj = (t.p_less, t.p_less_adj) if c.relation == "<=" else (t.p_greater, t.p_greater_adj)
-    q, q_adj = (t.p_greater, t.p_greater_adj) if c.relation == "<=" else (t.p_less, t.p_less_adj)
+    ok, bad = p_sides(c)
+    p, p_adj, q, q_adj = (getattr(t, side) for side in (ok, ok + "_adj", bad, bad + "_adj"))
     below = "; significant but below the resolvable effect: the estimate is likely inflated" if c.below_mde else ""
     paper = f"; paper's effect {c.paper_effect:+.3g}" if c.paper_effect is not None else ""
     if c.paper_effect is not None and t.ci and not t.ci[0] <= c.paper_effect <= t.ci[1]:
@@ -387,13 +385,11 @@ def _paper_effect(paper: Paper, claim: Claim, lhs: Ref, rhs: Ref) -> float | Non
 
 def on_paper(paper: Paper, claim: Claim) -> str:
     """Does the claim hold on the paper's own printed numbers? (a check of the claim's transcription)"""
-    ok = []
-    for lhs, rhs in claim.pairs:
-        a, b = _paper_value(paper, lhs), _paper_value(paper, rhs)
-        if a is None or b is None:
-            return ""
-        if claim.relation == "rate":  # a share of runs: a paper prints no such thing per cell
-            return ""
-        ok.append(a - b > claim.margin if claim.relation == ">" else a <= b if claim.relation == "<=" else
-                  abs(a - b) <= (claim.tolerance or 0.0))
-    return "" if not ok else said(HOLDS if (any(ok) if claim.somewhere else all(ok)) else FAILS, claim.evidence)
+    if claim.relation == "rate":  # a share of runs: a paper prints no such thing per cell
+        return ""
+    sides = [(_paper_value(paper, lhs), _paper_value(paper, rhs)) for lhs, rhs in claim.pairs]
+    if not sides or any(a is None or b is None for a, b in sides):
+        return ""
+    ok = [a - b > claim.margin if claim.relation == ">" else a <= b if claim.relation == "<=" else
+          abs(a - b) <= (claim.tolerance or 0.0) for a, b in sides]
+    return said(HOLDS if (any(ok) if claim.somewhere else all(ok)) else FAILS, claim.evidence)

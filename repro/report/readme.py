@@ -42,7 +42,8 @@ def update(path: Path, block: str) -> bool:
     return True
 
 
-def _signed(x) -> str:
+def signed(x) -> str:
+    """'+4.01', or '-' where there is no number."""
     return f"{x:+.3g}" if isinstance(x, (int, float)) else "-"
 
 
@@ -51,7 +52,7 @@ def effect(row: dict) -> str:
     the first screen quotes it."""
     d = row["toward"]
     ci = d.get("ci")
-    return _signed(d.get("effect")) + (f" [{_signed(ci[0])}, {_signed(ci[1])}]" if ci else "") + (
+    return signed(d.get("effect")) + (f" [{signed(ci[0])}, {signed(ci[1])}]" if ci else "") + (
         f" {row['unit']}" if row.get("unit") and d.get("effect") is not None else "")
 
 
@@ -111,7 +112,7 @@ def paper_block(summary: dict, cost: dict[str, str]) -> str:
                                                                     if t.get("smoke") else ""))
         if block.get("rows"):
             lines += ["", "| claim | verdict | ours [95 % CI] | paper | setting |", "|---|---|---|---|---|"]
-            lines += [f"| `{r['id']}`{_kind(r)} | {_verdict(r)} | {effect(r)} | {_signed(r['toward'].get('paper'))} "
+            lines += [f"| `{r['id']}`{_kind(r)} | {_verdict(r)} | {effect(r)} | {signed(r['toward'].get('paper'))} "
                       f"| {r['setting'].get('short', '')} |"
                       for r in block["rows"]]
         pre = "; ".join(f"`{r['id']}` {r['verdict']} ({effect(r)})" for r in block.get("preconditions") or [])

@@ -56,7 +56,8 @@ def headline(cmp: Comparison, verdicts: list[Verdict], preconditions: list[Verdi
                     "other": len(group) - count(group, HOLDS) - count(group, FAILS)}
         h["theory_total"], h["theory_hold"] = h["theory"]["total"], h["theory"]["hold"]
         h["seeds"] = sorted({len(c.measured.values) for v in aimed for ch in v.checks for c in _cells(cmp, ch, scale)})
-        h["data"] = sorted({lbl for r in cmp.records if r.get("scale") == scale for lbl in [_data(r)] if lbl})
+        configs = [as_dict(r.get("config")) for r in cmp.records if r.get("scale") == scale]
+        h["data"] = sorted({data_label(c) for c in configs if as_dict(c.get("data"))})
         h["setting"] = (settings or {}).get(scale, "")
         out.append(h)
     return out
@@ -94,8 +95,3 @@ def headline_text(h: dict) -> str:
 
 def _cells(cmp: Comparison, check, scale: str) -> list[Cell]:
     return [c for c in (_cell(cmp, r, scale) for r in (check.lhs, check.rhs)) if c is not None]
-
-
-def _data(rec: dict) -> str:
-    config = as_dict(rec.get("config"))
-    return data_label(config) if as_dict(config.get("data")) else ""
