@@ -2,19 +2,7 @@
 
 Why: the report puts every printed number beside the measured one, so the printed numbers must be
 data (mmpretrain metafile habit), kept exactly as printed ("27M" is not "27.78M"). The schema is
-documented in ``repro/report/README.md``; in short::
-
-    id, title, authors, venue, year, arxiv, url, code, source, notes, protocol   # bibliographic data
-    tables:  [{id, caption, source, reproduced, reason, note, protocol, printed, scale_free,
-               columns: [{key, label, unit, compare, derived: {op, a, b}, measured_scale, note, scale_free}],
-               rows:    [{key, label, x, cited, note, values: {<column key>: "<printed>"}}]}]
-    figures: [{id, caption, source, kind, table, x_label, y_label, x_scale, y_scale, x_from, reference,
-               baseline, series: [{label, row, column, metric}]}]
-    claims:  [{id, text, source, table, check, scales, alpha, tolerance, evidence, reading, margin,
-               requires, control, similarity, rate, somewhere,
-               pairs | cells | columns+rows | column+rows+direction | cell+bound}]
-    preconditions: [the same schema as a claim, plus budget (true: it says the training budget is
-                    enough): the measured conditions of the paper's regime that claims name in ``requires``]
+documented, with an example of every key, in ``repro/report/README.md``.
 
 A file that is not YAML, or whose top level is not a mapping, raises ``SpecError`` with path and line.
 Anything narrower (an unknown column in a row, a claim naming a cell that does not exist, an unknown
@@ -90,19 +78,14 @@ def parse_printed(raw: Any) -> PaperValue:
     return PaperValue(text, value, 10.0 ** -decimals * mult, suffix)
 
 
-def printed_interval(pv: PaperValue, printed: str = "round") -> tuple[float, float]:
-    """The true values that print as ``pv``: rounding gives value ± half a unit, truncation (27M for
-    27.78M) gives [value, value + one unit) away from zero."""
-    if pv.resolution is None:
-        return pv.value, pv.value
-    if printed == "truncate":
-        return (pv.value, pv.value + pv.resolution) if pv.value >= 0 else (pv.value - pv.resolution, pv.value)
-    return pv.value - pv.resolution / 2, pv.value + pv.resolution / 2
-
-
 def prints_as(measured: float, pv: PaperValue, printed: str = "round", slack: float = 0.0) -> bool:
-    """Would ``measured`` (give or take ``slack``) be printed as ``pv`` under the table's convention?"""
-    lo, hi = printed_interval(pv, printed)
+    """Would ``measured`` (give or take ``slack``) be printed as ``pv`` under the table's convention? Rounding
+    prints value ± half a unit, truncation (27M for 27.78M) [value, value + one unit) away from zero."""
+    unit = pv.resolution or 0.0
+    if printed == "truncate":
+        lo, hi = (pv.value, pv.value + unit) if pv.value >= 0 else (pv.value - unit, pv.value)
+    else:
+        lo, hi = pv.value - unit / 2, pv.value + unit / 2
     eps = 1e-9 * max(1.0, abs(pv.value))
     return lo - slack - eps <= measured <= hi + slack + eps
 
@@ -339,8 +322,7 @@ class _Checker:
             return []
         good = [i for i in items if isinstance(i, _Map)]
         if len(good) != len(items):
-            self.problem(parent.key_lines.get(key, parent.line),
-                         f"{what}: every entry of {key!r} must be a mapping")
+            self.problem(parent.key_lines.get(key, parent.line), f"{what}: every entry of {key!r} must be a mapping")
         return good
 
     def unique(self, items: list, what: str) -> list:
@@ -368,17 +350,23 @@ def _flag(c: _Checker, m: _Map, key: str, what: str) -> bool:
     return v
 
 
+def _choice(c: _Checker, m: _Map, key: str, allowed: tuple[str, ...], what: str) -> str:
+    """``m[key]`` if it is one of ``allowed``; else a problem, and the default (``allowed[0]``) in its place."""
+    v = _str(m.get(key)) or allowed[0]
+    if v not in allowed:
+        c.problem(m.key_lines.get(key, m.line), f"{what}: {key} {v!r} is not one of {allowed}; using {allowed[0]!r}")
+        return allowed[0]
+    return v
+
+
 def _column(c: _Checker, m: _Map, tid: str) -> Column | None:
     what = f"table {tid!r} column {m.get('key')!r}"
     if not c.keys(m, ("key", "label", "unit", "compare", "derived", "measured_scale", "note", "scale_free"),
                   ("key",), what):
         return None
     col = Column(key=_str(m["key"]), label=_str(m.get("label")) or _str(m["key"]), unit=_str(m.get("unit")),
-                 compare=_str(m.get("compare")) or "value", note=_str(m.get("note")),
-                 scale_free=_flag(c, m, "scale_free", what), line=m.line)
-    if col.compare not in COMPARE_MODES:
-        c.problem(m.line, f"{what}: compare {col.compare!r} is not one of {COMPARE_MODES}; using 'value'")
-        col.compare = "value"
+                 note=_str(m.get("note")), scale_free=_flag(c, m, "scale_free", what),
+                 compare=_choice(c, m, "compare", COMPARE_MODES, what), line=m.line)
     try:
         col.measured_scale = float(m.get("measured_scale", 1.0))
     except (TypeError, ValueError):
@@ -426,12 +414,9 @@ def _table(c: _Checker, m: _Map) -> Table | None:
         return None
     t = Table(id=_str(m["id"]), caption=_str(m["caption"]), source=_str(m["source"]), columns=[], rows=[],
               reproduced=bool(m.get("reproduced", True)), reason=_str(m.get("reason")), note=_str(m.get("note")),
-              protocol=_str(m.get("protocol")), printed=_str(m.get("printed")) or "round",
-              scale_free=_flag(c, m, "scale_free", what), measured_label=_str(m.get("measured_label")),
+              protocol=_str(m.get("protocol")), scale_free=_flag(c, m, "scale_free", what),
+              printed=_choice(c, m, "printed", PRINTED, what), measured_label=_str(m.get("measured_label")),
               line=m.line)
-    if t.printed not in PRINTED:
-        c.problem(m.key_lines["printed"], f"{what}: printed {t.printed!r} is not one of {PRINTED}; using 'round'")
-        t.printed = "round"
     cols = [x for x in (_column(c, cm, t.id) for cm in c.mappings(m, "columns", what)) if x]
     t.columns = c.unique(cols, f"{what}: column")
     for col in list(t.columns):
@@ -579,22 +564,16 @@ def _claim(c: _Checker, m: _Map, paper: Paper, kind: str = "claim") -> Claim | N
     if not c.keys(m, allowed, ("id", "text", "check"), what):
         return None
     cl = Claim(id=_str(m["id"]), text=_str(m["text"]), source=_str(m.get("source")), table=_str(m.get("table")),
-               check=_str(m["check"]), pairs=[], relation="", evidence=_str(m.get("evidence")) or "training",
-               reading=_str(m.get("reading")) or "paper", similarity=_flag(c, m, "similarity", what),
-               somewhere=_flag(c, m, "somewhere", what), budget=_flag(c, m, "budget", what), line=m.line)
-    if cl.evidence not in EVIDENCE:
-        c.problem(m.key_lines["evidence"], f"{what}: evidence {cl.evidence!r} is not one of {EVIDENCE}; "
-                                           f"using 'training'")
-        cl.evidence = "training"
+               check=_str(m["check"]), pairs=[], relation="", similarity=_flag(c, m, "similarity", what),
+               somewhere=_flag(c, m, "somewhere", what), budget=_flag(c, m, "budget", what),
+               evidence=_choice(c, m, "evidence", EVIDENCE, what), line=m.line)
     if kind == "precondition":
         cl.evidence = "precondition"
     elif cl.budget:
         c.problem(m.key_lines["budget"], f"{what}: budget is a precondition's key (a claim names the precondition "
                                          f"in requires); ignored")
         cl.budget = False
-    if cl.reading not in READINGS:
-        c.problem(m.key_lines["reading"], f"{what}: reading {cl.reading!r} is not one of {READINGS}; using 'paper'")
-        cl.reading = "paper"
+    cl.reading = _choice(c, m, "reading", READINGS, what)
     requires = m.get("requires") or []
     cl.requires = [_str(r) for r in (requires if isinstance(requires, list) else [requires])]
     if m.get("scales") is not None:

@@ -185,10 +185,7 @@ def open_split(cfg: dict, split: str) -> Split:
     is missing and ``data.allow_synthetic`` is set (smoke mode); the split name then says so.
     """
     try:
-        if cfg.get("synthetic"):  # dry runs: the configured dataset's shape, synthetic pixels
-            s = _synthetic(cfg, split)
-        else:
-            s = _locate(cfg, split)
+        s = _synthetic(cfg, split) if cfg.get("synthetic") else _locate(cfg, split)  # synthetic: dry runs' pixels
     except DataError as e:
         if not cfg.get("allow_synthetic") or isinstance(e, EmptyClassError):
             raise

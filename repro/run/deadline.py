@@ -30,7 +30,7 @@ from ..paths import check_creatable
 from ..train import machine
 from ..data import fraction_indices, open_split
 from ..probes.speed import throughput
-from ..runs import RunSpec, cache_root, run_dir
+from ..runs import RunSpec, cache_root, final_checkpoint
 from ..train import preempt
 from ..train.execute import DONE, record_status
 from ..train.model import create_model, register_models
@@ -63,12 +63,8 @@ def seconds_left(text: str, now: dt.datetime | None = None) -> float:
     return (at - now).total_seconds()
 
 
-def _device() -> torch.device:
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
 def device_label() -> str:
-    name = machine.device_name(_device())
+    name = machine.device_name()
     return name if name != "cpu" else f"cpu-{torch.get_num_threads()}t"
 
 
@@ -81,7 +77,7 @@ def measure(spec: RunSpec, steps: int = 3) -> float:
     """Training images/s of ``spec``'s model at its batch on this device (repro/probes/speed.py: random
     pixels, AdamW, bf16 on a GPU; the median of ``steps`` timed steps after one warm-up)."""
     c = spec.config
-    model = create_model(c, int(c["data"].get("num_classes") or 10)).to(_device())
+    model = create_model(c, int(c["data"].get("num_classes") or 10)).to("cuda" if torch.cuda.is_available() else "cpu")
     return throughput(model, batch=int(c["recipe"]["batch_size"]), img_size=int(c["data"]["img_size"]), train=True,
                       steps=steps, warmup=1)["images_per_s"]
 
@@ -93,9 +89,7 @@ def throughput_table(specs: list[RunSpec]) -> dict[str, float]:
     missing = {_arch_key(s): s for s in specs if _arch_key(s) not in table}
     if missing:
         check_creatable(path.parent, "cache folder", "REPRO_CACHE_DIR")  # before measuring, not after
-    for key, spec in missing.items():
-        table[key] = measure(spec)
-    if missing:
+        table.update({key: measure(spec) for key, spec in missing.items()})
         records.atomic_write_bytes(path, (json.dumps(table, indent=1) + "\n").encode())
     return table
 
@@ -108,10 +102,8 @@ def work(spec: RunSpec) -> tuple[int, int, int]:
     test = len(open_split(data, "test"))
     epochs, per_epoch = run_epochs(recipe, data), train // batch
     total = epochs * per_epoch if not recipe.get("max_steps") else min(epochs * per_epoch, int(recipe["max_steps"]))
-    done = 0
-    ckpt = run_dir(spec) / "last.pt"
-    if ckpt.exists():
-        done = int(torch.load(ckpt, map_location="cpu", weights_only=True).get("step", 0))
+    ckpt = final_checkpoint(spec)
+    done = int(torch.load(ckpt, map_location="cpu", weights_only=True).get("step", 0)) if ckpt.exists() else 0
     every = int(recipe.get("eval_every") or 0)
     evals_left = sum(1 for e in range(done // max(1, per_epoch), epochs) if e == epochs - 1 or (every and (e + 1) % every == 0))
     return (total - done) * batch, test, evals_left

@@ -2,6 +2,8 @@
 from the plans the plan stage built for the command."""
 from __future__ import annotations
 
+from collections import Counter
+
 from omegaconf import OmegaConf
 from tabulate import tabulate
 
@@ -31,9 +33,7 @@ def list_papers(c: dict, plans: dict[str, dict | Exception]) -> int:
         except Exception as e:  # noqa: BLE001 - named in its row
             rows.append([paper, "", "", f"error: {one_line(e)}"])
             continue
-        counts = {}
-        for s in specs:
-            counts[_status(s)] = counts.get(_status(s), 0) + 1
+        counts = Counter(_status(s) for s in specs)
         rows.append([paper, ", ".join(sorted({s.table for s in specs})), len(specs),
                      ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))])
     print(f"scale {c['scale']}")

@@ -30,6 +30,8 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from ..errors import ConfigError
+from ..records import atomic_write_bytes
+from .progress import duration
 
 OUTCOME = "outcome.json"
 _worst = 0  # the worst exit code among the jobs of the last multirun, for repro.cli.main
@@ -81,11 +83,6 @@ def _outcomes(sweep_dir: Path) -> list[dict]:
     return sorted(found, key=lambda o: o.get("num", 0))
 
 
-def _duration(seconds: float) -> str:
-    seconds = int(seconds)
-    return f"{seconds // 60}m{seconds % 60:02d}s"
-
-
 class JobReport(Callback):
     """One line per job after a multirun, a progress line while it runs, non-zero exit if a job failed."""
 
@@ -113,7 +110,7 @@ class JobReport(Callback):
             done = _outcomes(sweep_dir)
             failed = sum(o["code"] != 0 for o in done)
             print(f"multirun: {len(done)}/{total if total is not None else '?'} job(s) done ({failed} failed), "
-                  f"{_duration(time.time() - start)} elapsed", flush=True)
+                  f"{duration(time.time() - start)} elapsed", flush=True)
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
         if config.hydra.mode != RunMode.MULTIRUN or int(os.environ.get("RANK", 0)) != 0:  # a job's task 0 reports
@@ -128,9 +125,7 @@ class JobReport(Callback):
         overrides = [o for o in job_return.overrides or [] if not o.startswith("command=")]  # set by repro.cli
         outcome = {"num": int(config.hydra.job.num), "overrides": overrides,
                    "code": code, "error": error, "log": _log_file()}
-        tmp = out / f".{OUTCOME}.tmp"
-        tmp.write_text(json.dumps(outcome))
-        tmp.replace(out / OUTCOME)
+        atomic_write_bytes(out / OUTCOME, json.dumps(outcome).encode())
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         global _worst, _running
