@@ -91,13 +91,7 @@ def _list(c: dict) -> int:
     task = _task()
     if c.get("paper"):
         return list_runs(c, for_command(c, task))
-    plans: dict = {}
-    for paper in known_papers():
-        try:
-            plans[paper] = for_command({**c, "paper": paper}, task)
-        except Exception as e:  # noqa: BLE001 - one broken experiments.py should not hide the others
-            plans[paper] = e
-    return list_papers(c, plans)
+    return list_papers(c, known_papers(), lambda paper: for_command({**c, "paper": paper}, task))
 
 
 def _report(c: dict) -> None:

@@ -617,12 +617,11 @@ def load_paper(path: Path) -> Paper:
            "index_table", "tables", "figures", "claims", "preconditions")
     c.keys(data, top, ("id", "title"), "paper")
     authors = data.get("authors") or []
+    texts = {k: _str(data.get(k)) for k in ("venue", "arxiv", "url", "code", "source", "notes", "protocol",
+                                            "index_table")}
     paper = Paper(id=_str(data.get("id")) or path.parent.name, title=_str(data.get("title")) or path.parent.name,
                   path=path, authors=[_str(a) for a in (authors if isinstance(authors, list) else [authors])],
-                  venue=_str(data.get("venue")), year=data.get("year"), arxiv=_str(data.get("arxiv")),
-                  url=_str(data.get("url")), code=_str(data.get("code")), source=_str(data.get("source")),
-                  notes=_str(data.get("notes")), protocol=_str(data.get("protocol")),
-                  index_table=_str(data.get("index_table")))
+                  year=data.get("year"), **texts)
     if paper.id != path.parent.name:
         c.problem(data.key_lines.get("id", 1), f"id {paper.id!r} differs from the folder name {path.parent.name!r}")
     tables = [t for t in (_table(c, m) for m in c.mappings(data, "tables", "paper")) if t]
