@@ -27,7 +27,7 @@ COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-
 PIPELINES = ("tensor", "loader", "fastpath", "auto")
 DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
 
-# recipe key -> (kind, lower bound, inclusive, upper bound): values a run can be trained with
+# recipe keys by the range their values must lie in (check_ranges): values a run can be trained with
 POSITIVE_INT = ("epochs", "batch_size", "eval_batch_size")
 NON_NEGATIVE_INT = ("eval_every", "recount")
 POSITIVE = ("lr_base_batch", "opt_eps", "clip_grad")  # null clip_grad: none

@@ -42,8 +42,6 @@ COMMANDS = ("reproduce", "list", "deadline", "forecast")
 _exit_code = 0
 
 
-# ------------------------------------------------------------------ entry point
-
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base=None)
 def _hydra_main(cfg: DictConfig) -> dict:
     """The task function: its return value is what a multirun job reports (repro/run/multirun.py)."""

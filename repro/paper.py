@@ -16,7 +16,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -308,8 +308,7 @@ class _Checker:
         """Flag unknown keys; return False when a required key is missing."""
         for k in m:
             if k not in allowed:
-                self.problem(m.key_lines.get(k, m.line), f"{what}: unknown key {k!r} (allowed: "
-                             f"{', '.join(allowed)})")
+                self.problem(m.key_lines.get(k, m.line), f"{what}: unknown key {k!r} (allowed: {', '.join(allowed)})")
         missing = [k for k in required if m.get(k) in (None, "")]
         if missing:
             self.problem(m.line, f"{what}: missing {', '.join(missing)}")
@@ -325,13 +324,15 @@ class _Checker:
             self.problem(parent.key_lines.get(key, parent.line), f"{what}: every entry of {key!r} must be a mapping")
         return good
 
-    def unique(self, items: list, what: str) -> list:
-        """Drop entries whose key (or id) repeats an earlier one, flagging them."""
+    def entries(self, parent: _Map, key: str, what: str, build: Callable[[_Map], Any], kind: str) -> list:
+        """What ``build`` makes of each mapping under ``parent[key]`` (None: dropped); an entry whose key (or id)
+        repeats an earlier one's is flagged and dropped."""
+        items = [x for x in map(build, self.mappings(parent, key, what)) if x]
         seen, out = set(), []
         for it in items:
             name = getattr(it, "key", None) or it.id
             if name in seen:
-                self.problem(it.line, f"{what} {name!r} is defined twice; the second is ignored")
+                self.problem(it.line, f"{kind} {name!r} is defined twice; the second is ignored")
             else:
                 seen.add(name)
                 out.append(it)
@@ -417,16 +418,14 @@ def _table(c: _Checker, m: _Map) -> Table | None:
               protocol=_str(m.get("protocol")), scale_free=_flag(c, m, "scale_free", what),
               printed=_choice(c, m, "printed", PRINTED, what), measured_label=_str(m.get("measured_label")),
               line=m.line)
-    cols = [x for x in (_column(c, cm, t.id) for cm in c.mappings(m, "columns", what)) if x]
-    t.columns = c.unique(cols, f"{what}: column")
+    t.columns = c.entries(m, "columns", what, lambda cm: _column(c, cm, t.id), f"{what}: column")
     for col in list(t.columns):
         if col.derived and not all(t.column(k) and not t.column(k).derived
                                    for k in (col.derived["a"], col.derived["b"])):
             c.problem(col.line, f"{what}: derived column {col.key!r} needs measured columns a and b of the same "
                                 f"table, got {col.derived['a']!r}, {col.derived['b']!r}")
             t.columns.remove(col)
-    rows = [x for x in (_row(c, rm, t) for rm in c.mappings(m, "rows", what)) if x]
-    t.rows = c.unique(rows, f"{what}: row")
+    t.rows = c.entries(m, "rows", what, lambda rm: _row(c, rm, t), f"{what}: row")
     if not t.reproduced and not t.reason:
         c.problem(m.line, f"{what}: reproduced: false needs a reason")
     return t
@@ -624,16 +623,13 @@ def load_paper(path: Path) -> Paper:
                   year=data.get("year"), **texts)
     if paper.id != path.parent.name:
         c.problem(data.key_lines.get("id", 1), f"id {paper.id!r} differs from the folder name {path.parent.name!r}")
-    tables = [t for t in (_table(c, m) for m in c.mappings(data, "tables", "paper")) if t]
-    paper.tables = c.unique(tables, "table")
+    paper.tables = c.entries(data, "tables", "paper", lambda m: _table(c, m), "table")
     if paper.index_table and paper.table(paper.index_table) is None:
         c.problem(data.key_lines.get("index_table", 1), f"index_table {paper.index_table!r} is not a table of the paper")
-    figures = [f for f in (_figure(c, m, paper) for m in c.mappings(data, "figures", "paper")) if f]
-    paper.figures = c.unique(figures, "figure")
-    claims = [x for x in (_claim(c, m, paper) for m in c.mappings(data, "claims", "paper")) if x]
-    paper.claims = c.unique(claims, "claim")
-    pre = [x for x in (_claim(c, m, paper, "precondition") for m in c.mappings(data, "preconditions", "paper")) if x]
-    paper.preconditions = c.unique(pre, "precondition")
+    paper.figures = c.entries(data, "figures", "paper", lambda m: _figure(c, m, paper), "figure")
+    paper.claims = c.entries(data, "claims", "paper", lambda m: _claim(c, m, paper), "claim")
+    paper.preconditions = c.entries(data, "preconditions", "paper", lambda m: _claim(c, m, paper, "precondition"),
+                                    "precondition")
     for cl in paper.claims:
         _check_claim(c, cl, paper)
     paper.problems = c.problems

@@ -23,7 +23,6 @@ STATUSES = ("finished", "diverged", "failed")
 PERCENT = re.compile(r"(^|_)top[15](_|$)")  # accuracies in %: top1, top5, best_top1, top1_masked, top1_curve
 REQUIRED = ("schema", "run_id", "paper", "table", "cell", "scale", "seed", "status", "metrics", "config", "provenance")
 
-
 _UMASK = os.umask(0o022)  # the umask at import (reading it sets one, so it is put back at once)
 os.umask(_UMASK)
 

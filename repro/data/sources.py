@@ -191,8 +191,7 @@ def open_split(cfg: dict, split: str) -> Split:
             raise
         s = _synthetic(cfg, split)
         s.name = f"synthetic/{split} (stand-in: {str(e).split(';')[0]})"
-    keep = class_balanced_indices(s.labels, 1.0, cfg.get("max_per_class" if split == "train"
-                                                         else "test_max_per_class"))
+    keep = class_balanced_indices(s.labels, 1.0, cfg.get("max_per_class" if split == "train" else "test_max_per_class"))
     if split != "train" and cfg.get("test_limit"):
         keep = keep[:int(cfg["test_limit"])]
     return s.subset(keep)

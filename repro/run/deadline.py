@@ -39,8 +39,6 @@ from .sequential import BAD_INPUT
 from .specs import select
 
 EVAL_SPEEDUP = 3.0  # an evaluated image costs about a third of a trained one (forward only)
-
-
 MAX_DAYS = 30  # further away is a typo, and past threading's longest wait the watch thread died unseen
 
 
@@ -55,8 +53,7 @@ def seconds_left(text: str, now: dt.datetime | None = None) -> float:
         return float(3600 * h + 60 * m + s)
     clock = re.fullmatch(r"(\d{1,2}):(\d{2})", text.strip())
     if not clock or int(clock[1]) > 23 or int(clock[2]) > 59:
-        raise ConfigError(f"deadline {text!r}: give a duration (25m, 1h30m, 90s) or a UTC time (17:20, "
-                          f"00:00 to 23:59)")
+        raise ConfigError(f"deadline {text!r}: give a duration (25m, 1h30m, 90s) or a UTC time (17:20, 00:00 to 23:59)")
     at = now.replace(hour=int(clock[1]), minute=int(clock[2]), second=0, microsecond=0)
     if at <= now:
         at += dt.timedelta(days=1)
@@ -249,8 +246,7 @@ def main(argv: list[str], campaign: Callable[[list[str]], tuple[dict, dict]],
                          "do not outlive it)")
     ns = ap.parse_args(argv[:at])
     if at == len(argv):
-        print("error: give the command to run: python -m repro deadline 25m reproduce paper=<id> ...",
-              file=sys.stderr)
+        print("error: give the command to run: python -m repro deadline 25m reproduce paper=<id> ...", file=sys.stderr)
         return 2
     try:
         seconds_left(ns.deadline)

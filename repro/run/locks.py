@@ -149,6 +149,4 @@ def held_by(spec: RunSpec) -> str:
         writer = f"{who['host']}'s" if who else "the lock writer's"
         return (f"{line}; its heartbeat is {-age:.0f} s in the future (clock skew: this host's clock is behind "
                 f"{writer}), so the lock holds that much longer after its holder is gone: {gone}, delete {path}")
-    if who is None:
-        return f"{line}: {gone}, delete {path}"
-    return line
+    return f"{line}: {gone}, delete {path}" if who is None else line
