@@ -22,14 +22,13 @@ from pathlib import Path
 
 import timm
 import torch
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from tabulate import tabulate
 
-import repro
 import repro.models  # noqa: F401  (registers repro_*)
 from benchmarks.device import device_name, peak_flops, save
 from benchmarks.engine_runs import engine_steps, run_spec
+from repro.checks import check_keys
 from repro.data import DataError
 from repro.models.cost import count_macs
 
@@ -39,9 +38,7 @@ def run_config(scale: str, synthetic: bool, batch: int | None) -> dict:
     overrides = [f"scale={scale}"] + (["data.synthetic=true"] if synthetic else [])
     if batch:
         overrides.append(f"recipe.batch_size={batch}")
-    with initialize_config_dir(config_dir=str(Path(repro.__file__).parent / "conf"), version_base=None):
-        cfg = compose(config_name="config", overrides=overrides)
-    return OmegaConf.to_container(cfg, resolve=True)
+    return OmegaConf.to_container(check_keys(overrides), resolve=True)
 
 
 def timed(fn, steps: int, device: torch.device) -> float:

@@ -95,11 +95,11 @@ def parse_variant(name: str) -> tuple[str | None, bool]:
 
 
 def run_steps(cfg: dict, model, steps: int, device: torch.device, mode: str | None = None,
-              stages: Stages | None = None, fused_opt: bool = False, pipeline: str = "fastpath", seed: int = 0):
+              stages: Stages | None = None, fused_opt: bool = False, pipeline: str = "fastpath"):
     """(step, model_step, a fixed batch) of the engine's run of ``model`` at ``cfg`` on ``pipeline``: ``step``
     draws a batch and trains on it, ``model_step`` trains on a given one; ``mode`` None runs the model
     eagerly, else under torch.compile in that mode."""
-    spec = run_spec(cfg, model, steps, seed, data={"synthetic": True, "pipeline": pipeline})
+    spec = run_spec(cfg, model, steps, data={"synthetic": True, "pipeline": pipeline})
     batches, train = engine_steps([spec], device, mode, fused_opt)
     stage = stages or (lambda name: contextlib.nullcontext())
 

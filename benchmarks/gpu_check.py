@@ -23,6 +23,7 @@ import os
 import sys
 import tempfile
 import time
+from unittest import mock
 
 import torch
 from omegaconf import OmegaConf
@@ -37,19 +38,12 @@ from repro.train.engine import Runtime, train
 from repro.train.model import register_models
 from benchmarks.device import device_name
 
+
 @contextlib.contextmanager
 def cache_dir():
     """Checkpoints in a throw-away REPRO_CACHE_DIR: the check never touches real runs."""
-    saved = os.environ.get("REPRO_CACHE_DIR")
-    with tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp:
-        os.environ["REPRO_CACHE_DIR"] = tmp
-        try:
-            yield
-        finally:
-            if saved is None:
-                os.environ.pop("REPRO_CACHE_DIR", None)
-            else:
-                os.environ["REPRO_CACHE_DIR"] = saved
+    with tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp, mock.patch.dict(os.environ, REPRO_CACHE_DIR=tmp):
+        yield
 
 
 def small_run(paper: str, cuda: bool, steps_per_epoch: int) -> tuple[RunSpec, str]:
@@ -76,8 +70,7 @@ def small_run(paper: str, cuda: bool, steps_per_epoch: int) -> tuple[RunSpec, st
 
 
 def runtime(d: ddp.Dist, compiled: bool, persist: bool) -> Runtime:
-    return Runtime(dist=d, amp="bf16", compile=compiled, num_workers=0, progress=False, check_every=1,
-                   persist=persist)
+    return Runtime(dist=d, amp="bf16", compile=compiled, num_workers=0, progress=False, check_every=1, persist=persist)
 
 
 def images_per_s(result) -> float:

@@ -117,12 +117,10 @@ def main(argv=None) -> None:
                 rows.append(pair_row(pair, macs, batch, train, compile_, steps, rounds, device))
                 print(tabulate([_table_row(rows[-1])], tablefmt="plain"), flush=True)
     summary = convit_deit_ratios(rows)
-    print()
-    print(tabulate([_table_row(r) for r in rows],
-                   headers=["model", "mode", "compiled", "batch", "ours img/s", "timm img/s", "ours/timm", "MFU"]))
-    print()
-    print(tabulate([[s["size"], "train" if s["train"] else "infer", f"{s['ours']:.2f}", f"{s['timm']:.2f}"]
-                    for s in summary], headers=["size", "mode", "ConViT/DeiT ours", "ConViT/DeiT timm"]))
+    headers = ["model", "mode", "compiled", "batch", "ours img/s", "timm img/s", "ours/timm", "MFU"]
+    print("\n" + tabulate([_table_row(r) for r in rows], headers=headers))
+    print("\n" + tabulate([[s["size"], "train" if s["train"] else "infer", f"{s['ours']:.2f}", f"{s['timm']:.2f}"]
+                           for s in summary], headers=["size", "mode", "ConViT/DeiT ours", "ConViT/DeiT timm"]))
     path = save(args.out, "", dict(settings=dict(steps=steps, rounds=rounds, amp_bf16=cuda, batch=args.batch),
                                    rows=rows, convit_deit_ratio=summary))
     print(f"\nwrote {path}")

@@ -19,7 +19,7 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, ValidationErr
 from omegaconf.nodes import BooleanNode
 
 from .paths import check_creatable, not_writable
-from .runs import ConfigError
+from .runs import ConfigError, dotted_items
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
 AMP = ("bf16", "fp16", "none")
@@ -27,7 +27,7 @@ COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-
 PIPELINES = ("tensor", "loader", "fastpath", "auto")
 DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
 
-# recipe key -> (kind, lower bound, inclusive, upper bound): values a run can be trained with
+# recipe keys by the range their values must lie in (check_ranges): values a run can be trained with
 POSITIVE_INT = ("epochs", "batch_size", "eval_batch_size")
 NON_NEGATIVE_INT = ("eval_every", "recount")
 POSITIVE = ("lr_base_batch", "opt_eps", "clip_grad")  # null clip_grad: none
@@ -172,9 +172,7 @@ def check_booleans(overrides: list[str]) -> dict[str, bool]:
     boolean (true/false, yes/no, on/off, 1/0); anything else (``force=maybe``) is a ConfigError. Hydra
     keeps such a value as a string, and a string is truthy: ``force=no`` forced."""
     groups = [o for o in overrides if o.partition("=")[0] in {p.name for p in CONF_DIR.iterdir() if p.is_dir()}]
-    composed = check_keys(overrides)
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-        defaults = compose("config", overrides=groups)  # the chosen data/recipe/scale, nothing else
+    composed, defaults = check_keys(overrides), check_keys(groups)  # defaults: the chosen data/recipe/scale alone
     out = {}
     for o in overrides:
         key = o.partition("=")[0].lstrip("+~")
@@ -192,18 +190,10 @@ def _unknown_key(key: str, parent) -> str:
     """'unknown key recipe.epoch; did you mean recipe.epochs?': the closest key under the same parent."""
     prefix = key.rpartition(".")[0]
     tree = OmegaConf.to_container(parent, resolve=False) if parent is not None else {}
-    known = list(_paths(tree, prefix))
+    known = [path for path, _ in dotted_items(tree, prefix)]
     near = difflib.get_close_matches(key, known, n=1)
     hint = f"did you mean {near[0]}?" if near else f"no key like it{' under ' + prefix if prefix else ''}"
     return f"unknown key {key}; {hint} (to add a new key, write +{key}=...)"
-
-
-def _paths(tree, prefix: str = ""):
-    """Every dotted key path in a nested dict."""
-    for k, v in tree.items() if isinstance(tree, dict) else ():
-        path = f"{prefix}.{k}" if prefix else str(k)
-        yield path
-        yield from _paths(v, path)
 
 
 def class_counts(split) -> str:

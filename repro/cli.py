@@ -25,9 +25,9 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
 from . import records
-from .checks import check_booleans, check_command, check_writable
+from .checks import CONF_DIR, check_booleans, check_command, check_keys, check_writable
 from .errors import ConfigError, one_line
-from .plan.build import CONF_DIR, for_command
+from .plan.build import for_command
 from .plan.experiments import known_papers, paper_scales
 from .plan.store import write_plan
 from .run import deadline, forecast, multirun
@@ -42,9 +42,7 @@ COMMANDS = ("reproduce", "list", "deadline", "forecast")
 _exit_code = 0
 
 
-# ------------------------------------------------------------------ entry point
-
-@hydra.main(config_path=str(Path(__file__).resolve().parent / "conf"), config_name="config", version_base=None)
+@hydra.main(config_path=str(CONF_DIR), config_name="config", version_base=None)
 def _hydra_main(cfg: DictConfig) -> dict:
     """The task function: its return value is what a multirun job reports (repro/run/multirun.py)."""
     global _exit_code
@@ -91,13 +89,7 @@ def _list(c: dict) -> int:
     task = _task()
     if c.get("paper"):
         return list_runs(c, for_command(c, task))
-    plans: dict = {}
-    for paper in known_papers():
-        try:
-            plans[paper] = for_command({**c, "paper": paper}, task)
-        except Exception as e:  # noqa: BLE001 - one broken experiments.py should not hide the others
-            plans[paper] = e
-    return list_papers(c, plans)
+    return list_papers(c, known_papers(), lambda paper: for_command({**c, "paper": paper}, task))
 
 
 def _report(c: dict) -> None:
@@ -129,11 +121,8 @@ def _report(c: dict) -> None:
 def campaign(args: list[str]) -> tuple[dict, dict]:
     """The composed config and the plan (built, not written) of ``reproduce <args>``: what deadline and forecast
     price before the command runs."""
-    from hydra import compose, initialize_config_dir
-
     overrides = [a for a in _prepare(args) if "=" in a and not a.startswith("-")]
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-        c = OmegaConf.to_container(compose(config_name="config", overrides=overrides), resolve=True)
+    c = OmegaConf.to_container(check_keys(overrides), resolve=True)
     return c, for_command(c, overrides)
 
 
@@ -141,10 +130,6 @@ def _prepare(args: list[str]) -> list[str]:
     """Check the scale and the keys early (one line, not Hydra's listing); default scale; tables=a,b as a list."""
     sweep = any(a in ("-m", "--multirun") for a in args)
     multirun.check_launcher(args)
-    try:
-        OverridesParser.create().parse_overrides([a for a in args if "=" in a and not a.startswith("-")])
-    except Exception as e:  # noqa: BLE001 - Hydra's OverrideParseException and friends
-        raise ConfigError(f"cannot parse the command line: {' '.join(str(e).split())[:200]}") from None
     out = []
     for a in args:
         if a == "--resolved":  # list's flag, as a Hydra override (Hydra owns the -- flags)
@@ -157,7 +142,10 @@ def _prepare(args: list[str]) -> list[str]:
         out.append(a)
     if not any(a.startswith("scale=") for a in out):
         out = _with_overrides(out, [f"scale={'small' if torch.cuda.is_available() else 'tiny'}"])
-    overrides = OverridesParser.create().parse_overrides([a for a in out if "=" in a and not a.startswith("-")])
+    try:
+        overrides = OverridesParser.create().parse_overrides([a for a in out if "=" in a and not a.startswith("-")])
+    except Exception as e:  # noqa: BLE001 - Hydra's OverrideParseException and friends
+        raise ConfigError(f"cannot parse the command line: {' '.join(str(e).split())[:200]}") from None
     booleans = check_booleans([o.input_line for o in overrides if not (sweep and o.is_sweep_override())])
     return [_as_boolean(a, booleans) for a in out]
 

@@ -2,19 +2,7 @@
 
 Why: the report puts every printed number beside the measured one, so the printed numbers must be
 data (mmpretrain metafile habit), kept exactly as printed ("27M" is not "27.78M"). The schema is
-documented in ``repro/report/README.md``; in short::
-
-    id, title, authors, venue, year, arxiv, url, code, source, notes, protocol   # bibliographic data
-    tables:  [{id, caption, source, reproduced, reason, note, protocol, printed, scale_free,
-               columns: [{key, label, unit, compare, derived: {op, a, b}, measured_scale, note, scale_free}],
-               rows:    [{key, label, x, cited, note, values: {<column key>: "<printed>"}}]}]
-    figures: [{id, caption, source, kind, table, x_label, y_label, x_scale, y_scale, x_from, reference,
-               baseline, series: [{label, row, column, metric}]}]
-    claims:  [{id, text, source, table, check, scales, alpha, tolerance, evidence, reading, margin,
-               requires, control, similarity, rate, somewhere,
-               pairs | cells | columns+rows | column+rows+direction | cell+bound}]
-    preconditions: [the same schema as a claim, plus budget (true: it says the training budget is
-                    enough): the measured conditions of the paper's regime that claims name in ``requires``]
+documented, with an example of every key, in ``repro/report/README.md``.
 
 A file that is not YAML, or whose top level is not a mapping, raises ``SpecError`` with path and line.
 Anything narrower (an unknown column in a row, a claim naming a cell that does not exist, an unknown
@@ -28,7 +16,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -90,19 +78,14 @@ def parse_printed(raw: Any) -> PaperValue:
     return PaperValue(text, value, 10.0 ** -decimals * mult, suffix)
 
 
-def printed_interval(pv: PaperValue, printed: str = "round") -> tuple[float, float]:
-    """The true values that print as ``pv``: rounding gives value ± half a unit, truncation (27M for
-    27.78M) gives [value, value + one unit) away from zero."""
-    if pv.resolution is None:
-        return pv.value, pv.value
-    if printed == "truncate":
-        return (pv.value, pv.value + pv.resolution) if pv.value >= 0 else (pv.value - pv.resolution, pv.value)
-    return pv.value - pv.resolution / 2, pv.value + pv.resolution / 2
-
-
 def prints_as(measured: float, pv: PaperValue, printed: str = "round", slack: float = 0.0) -> bool:
-    """Would ``measured`` (give or take ``slack``) be printed as ``pv`` under the table's convention?"""
-    lo, hi = printed_interval(pv, printed)
+    """Would ``measured`` (give or take ``slack``) be printed as ``pv`` under the table's convention? Rounding
+    prints value ± half a unit, truncation (27M for 27.78M) [value, value + one unit) away from zero."""
+    unit = pv.resolution or 0.0
+    if printed == "truncate":
+        lo, hi = (pv.value, pv.value + unit) if pv.value >= 0 else (pv.value - unit, pv.value)
+    else:
+        lo, hi = pv.value - unit / 2, pv.value + unit / 2
     eps = 1e-9 * max(1.0, abs(pv.value))
     return lo - slack - eps <= measured <= hi + slack + eps
 
@@ -325,8 +308,7 @@ class _Checker:
         """Flag unknown keys; return False when a required key is missing."""
         for k in m:
             if k not in allowed:
-                self.problem(m.key_lines.get(k, m.line), f"{what}: unknown key {k!r} (allowed: "
-                             f"{', '.join(allowed)})")
+                self.problem(m.key_lines.get(k, m.line), f"{what}: unknown key {k!r} (allowed: {', '.join(allowed)})")
         missing = [k for k in required if m.get(k) in (None, "")]
         if missing:
             self.problem(m.line, f"{what}: missing {', '.join(missing)}")
@@ -339,17 +321,18 @@ class _Checker:
             return []
         good = [i for i in items if isinstance(i, _Map)]
         if len(good) != len(items):
-            self.problem(parent.key_lines.get(key, parent.line),
-                         f"{what}: every entry of {key!r} must be a mapping")
+            self.problem(parent.key_lines.get(key, parent.line), f"{what}: every entry of {key!r} must be a mapping")
         return good
 
-    def unique(self, items: list, what: str) -> list:
-        """Drop entries whose key (or id) repeats an earlier one, flagging them."""
+    def entries(self, parent: _Map, key: str, what: str, build: Callable[[_Map], Any], kind: str) -> list:
+        """What ``build`` makes of each mapping under ``parent[key]`` (None: dropped); an entry whose key (or id)
+        repeats an earlier one's is flagged and dropped."""
+        items = [x for x in map(build, self.mappings(parent, key, what)) if x]
         seen, out = set(), []
         for it in items:
             name = getattr(it, "key", None) or it.id
             if name in seen:
-                self.problem(it.line, f"{what} {name!r} is defined twice; the second is ignored")
+                self.problem(it.line, f"{kind} {name!r} is defined twice; the second is ignored")
             else:
                 seen.add(name)
                 out.append(it)
@@ -368,17 +351,23 @@ def _flag(c: _Checker, m: _Map, key: str, what: str) -> bool:
     return v
 
 
+def _choice(c: _Checker, m: _Map, key: str, allowed: tuple[str, ...], what: str) -> str:
+    """``m[key]`` if it is one of ``allowed``; else a problem, and the default (``allowed[0]``) in its place."""
+    v = _str(m.get(key)) or allowed[0]
+    if v not in allowed:
+        c.problem(m.key_lines.get(key, m.line), f"{what}: {key} {v!r} is not one of {allowed}; using {allowed[0]!r}")
+        return allowed[0]
+    return v
+
+
 def _column(c: _Checker, m: _Map, tid: str) -> Column | None:
     what = f"table {tid!r} column {m.get('key')!r}"
     if not c.keys(m, ("key", "label", "unit", "compare", "derived", "measured_scale", "note", "scale_free"),
                   ("key",), what):
         return None
     col = Column(key=_str(m["key"]), label=_str(m.get("label")) or _str(m["key"]), unit=_str(m.get("unit")),
-                 compare=_str(m.get("compare")) or "value", note=_str(m.get("note")),
-                 scale_free=_flag(c, m, "scale_free", what), line=m.line)
-    if col.compare not in COMPARE_MODES:
-        c.problem(m.line, f"{what}: compare {col.compare!r} is not one of {COMPARE_MODES}; using 'value'")
-        col.compare = "value"
+                 note=_str(m.get("note")), scale_free=_flag(c, m, "scale_free", what),
+                 compare=_choice(c, m, "compare", COMPARE_MODES, what), line=m.line)
     try:
         col.measured_scale = float(m.get("measured_scale", 1.0))
     except (TypeError, ValueError):
@@ -426,22 +415,17 @@ def _table(c: _Checker, m: _Map) -> Table | None:
         return None
     t = Table(id=_str(m["id"]), caption=_str(m["caption"]), source=_str(m["source"]), columns=[], rows=[],
               reproduced=bool(m.get("reproduced", True)), reason=_str(m.get("reason")), note=_str(m.get("note")),
-              protocol=_str(m.get("protocol")), printed=_str(m.get("printed")) or "round",
-              scale_free=_flag(c, m, "scale_free", what), measured_label=_str(m.get("measured_label")),
+              protocol=_str(m.get("protocol")), scale_free=_flag(c, m, "scale_free", what),
+              printed=_choice(c, m, "printed", PRINTED, what), measured_label=_str(m.get("measured_label")),
               line=m.line)
-    if t.printed not in PRINTED:
-        c.problem(m.key_lines["printed"], f"{what}: printed {t.printed!r} is not one of {PRINTED}; using 'round'")
-        t.printed = "round"
-    cols = [x for x in (_column(c, cm, t.id) for cm in c.mappings(m, "columns", what)) if x]
-    t.columns = c.unique(cols, f"{what}: column")
+    t.columns = c.entries(m, "columns", what, lambda cm: _column(c, cm, t.id), f"{what}: column")
     for col in list(t.columns):
         if col.derived and not all(t.column(k) and not t.column(k).derived
                                    for k in (col.derived["a"], col.derived["b"])):
             c.problem(col.line, f"{what}: derived column {col.key!r} needs measured columns a and b of the same "
                                 f"table, got {col.derived['a']!r}, {col.derived['b']!r}")
             t.columns.remove(col)
-    rows = [x for x in (_row(c, rm, t) for rm in c.mappings(m, "rows", what)) if x]
-    t.rows = c.unique(rows, f"{what}: row")
+    t.rows = c.entries(m, "rows", what, lambda rm: _row(c, rm, t), f"{what}: row")
     if not t.reproduced and not t.reason:
         c.problem(m.line, f"{what}: reproduced: false needs a reason")
     return t
@@ -579,22 +563,16 @@ def _claim(c: _Checker, m: _Map, paper: Paper, kind: str = "claim") -> Claim | N
     if not c.keys(m, allowed, ("id", "text", "check"), what):
         return None
     cl = Claim(id=_str(m["id"]), text=_str(m["text"]), source=_str(m.get("source")), table=_str(m.get("table")),
-               check=_str(m["check"]), pairs=[], relation="", evidence=_str(m.get("evidence")) or "training",
-               reading=_str(m.get("reading")) or "paper", similarity=_flag(c, m, "similarity", what),
-               somewhere=_flag(c, m, "somewhere", what), budget=_flag(c, m, "budget", what), line=m.line)
-    if cl.evidence not in EVIDENCE:
-        c.problem(m.key_lines["evidence"], f"{what}: evidence {cl.evidence!r} is not one of {EVIDENCE}; "
-                                           f"using 'training'")
-        cl.evidence = "training"
+               check=_str(m["check"]), pairs=[], relation="", similarity=_flag(c, m, "similarity", what),
+               somewhere=_flag(c, m, "somewhere", what), budget=_flag(c, m, "budget", what),
+               evidence=_choice(c, m, "evidence", EVIDENCE, what), line=m.line)
     if kind == "precondition":
         cl.evidence = "precondition"
     elif cl.budget:
         c.problem(m.key_lines["budget"], f"{what}: budget is a precondition's key (a claim names the precondition "
                                          f"in requires); ignored")
         cl.budget = False
-    if cl.reading not in READINGS:
-        c.problem(m.key_lines["reading"], f"{what}: reading {cl.reading!r} is not one of {READINGS}; using 'paper'")
-        cl.reading = "paper"
+    cl.reading = _choice(c, m, "reading", READINGS, what)
     requires = m.get("requires") or []
     cl.requires = [_str(r) for r in (requires if isinstance(requires, list) else [requires])]
     if m.get("scales") is not None:
@@ -638,24 +616,20 @@ def load_paper(path: Path) -> Paper:
            "index_table", "tables", "figures", "claims", "preconditions")
     c.keys(data, top, ("id", "title"), "paper")
     authors = data.get("authors") or []
+    texts = {k: _str(data.get(k)) for k in ("venue", "arxiv", "url", "code", "source", "notes", "protocol",
+                                            "index_table")}
     paper = Paper(id=_str(data.get("id")) or path.parent.name, title=_str(data.get("title")) or path.parent.name,
                   path=path, authors=[_str(a) for a in (authors if isinstance(authors, list) else [authors])],
-                  venue=_str(data.get("venue")), year=data.get("year"), arxiv=_str(data.get("arxiv")),
-                  url=_str(data.get("url")), code=_str(data.get("code")), source=_str(data.get("source")),
-                  notes=_str(data.get("notes")), protocol=_str(data.get("protocol")),
-                  index_table=_str(data.get("index_table")))
+                  year=data.get("year"), **texts)
     if paper.id != path.parent.name:
         c.problem(data.key_lines.get("id", 1), f"id {paper.id!r} differs from the folder name {path.parent.name!r}")
-    tables = [t for t in (_table(c, m) for m in c.mappings(data, "tables", "paper")) if t]
-    paper.tables = c.unique(tables, "table")
+    paper.tables = c.entries(data, "tables", "paper", lambda m: _table(c, m), "table")
     if paper.index_table and paper.table(paper.index_table) is None:
         c.problem(data.key_lines.get("index_table", 1), f"index_table {paper.index_table!r} is not a table of the paper")
-    figures = [f for f in (_figure(c, m, paper) for m in c.mappings(data, "figures", "paper")) if f]
-    paper.figures = c.unique(figures, "figure")
-    claims = [x for x in (_claim(c, m, paper) for m in c.mappings(data, "claims", "paper")) if x]
-    paper.claims = c.unique(claims, "claim")
-    pre = [x for x in (_claim(c, m, paper, "precondition") for m in c.mappings(data, "preconditions", "paper")) if x]
-    paper.preconditions = c.unique(pre, "precondition")
+    paper.figures = c.entries(data, "figures", "paper", lambda m: _figure(c, m, paper), "figure")
+    paper.claims = c.entries(data, "claims", "paper", lambda m: _claim(c, m, paper), "claim")
+    paper.preconditions = c.entries(data, "preconditions", "paper", lambda m: _claim(c, m, paper, "precondition"),
+                                    "precondition")
     for cl in paper.claims:
         _check_claim(c, cl, paper)
     paper.problems = c.problems

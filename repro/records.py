@@ -13,7 +13,7 @@ import re
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterable
+from typing import Any, BinaryIO, Callable
 
 from .errors import ConfigError
 from .paths import env_folder, file_in_the_way
@@ -21,9 +21,7 @@ from .paths import env_folder, file_in_the_way
 SCHEMA = "vitrepro.record/1"
 STATUSES = ("finished", "diverged", "failed")
 PERCENT = re.compile(r"(^|_)top[15](_|$)")  # accuracies in %: top1, top5, best_top1, top1_masked, top1_curve
-REQUIRED = ("schema", "run_id", "paper", "table", "cell", "scale", "seed", "status", "metrics",
-            "config", "provenance")
-
+REQUIRED = ("schema", "run_id", "paper", "table", "cell", "scale", "seed", "status", "metrics", "config", "provenance")
 
 _UMASK = os.umask(0o022)  # the umask at import (reading it sets one, so it is put back at once)
 os.umask(_UMASK)
@@ -46,12 +44,9 @@ def record_path(paper: str, scale: str, run_id: str, root: Path | None = None) -
     return record_dir(paper, scale, root) / f"{run_id}.json"
 
 
-DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
-
-
 def disk_full(e: BaseException) -> bool:
     """A write that failed for want of space (or quota): bad input to fix on the machine, not a bug in a run."""
-    return isinstance(e, OSError) and e.errno in DISK_FULL
+    return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
@@ -151,21 +146,14 @@ def read_record(path: Path) -> dict:
     return validate(rec, str(path))
 
 
-def load_records(paper: str, scales: Iterable[str] | None = None, root: Path | None = None,
-                 ) -> tuple[list[dict], list[RecordError]]:
-    """All valid records of a paper (optionally some scales), plus the errors of the corrupt ones."""
-    base = (root or results_root()) / paper
+def load_records(paper: str, root: Path | None = None) -> tuple[list[dict], list[RecordError]]:
+    """All valid records of a paper, plus the errors of the corrupt ones."""
     good, bad = [], []
-    if not base.is_dir():
-        return good, bad
-    for scale_dir in sorted(p for p in base.iterdir() if p.is_dir()):
-        if scales is not None and scale_dir.name not in scales:
-            continue
-        for f in sorted((scale_dir / "records").glob("*.json")):
-            try:
-                good.append(check_place(read_record(f), f, paper, scale_dir.name))
-            except RecordError as e:
-                bad.append(e)
+    for f in sorted(((root or results_root()) / paper).glob("*/records/*.json")):
+        try:
+            good.append(check_place(read_record(f), f, paper, f.parents[1].name))
+        except RecordError as e:
+            bad.append(e)
     return good, bad
 
 
@@ -189,8 +177,7 @@ def git_state(cwd: Path | None = None) -> dict:
     set where a copy of the tree was made (a device machine's, whose .git may hold another commit), win.
     """
     def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
-                              timeout=10).stdout.strip()
+        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10).stdout.strip()
     try:
         sha = git("rev-parse", "HEAD") or "unknown"
         dirty = bool(git("status", "--porcelain", "--untracked-files=no", "--", ":(top)", ":(top,exclude)results"))

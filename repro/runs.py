@@ -128,9 +128,12 @@ def deep_merge(*dicts: dict) -> dict:
     return OmegaConf.to_container(merged, resolve=False)
 
 
-def smoke_scale(scale: str) -> str:
-    """Where smoke runs of a scale keep their records (results/<paper>/<scale>-smoke/)."""
-    return scale if scale.endswith("-smoke") else f"{scale}-smoke"
+def dotted_items(tree, prefix: str = ""):
+    """(dotted key, value) of every key of a nested dict, each before the keys under it."""
+    for k, v in tree.items() if isinstance(tree, dict) else ():
+        path = f"{prefix}.{k}" if prefix else str(k)
+        yield path, v
+        yield from dotted_items(v, path)
 
 
 def is_smoke(scale: str | None) -> bool:
@@ -153,7 +156,7 @@ def resolve(spec: RunSpec, base: dict, overrides: dict | None = None, mode: dict
         del cfg["cpu_precision"]
     scale = spec.scale
     if (mode or {}).get("mode") == "smoke":  # smoke records live apart: never averaged into real ones
-        scale = smoke_scale(spec.scale)
+        scale = spec.scale.removesuffix("-smoke") + "-smoke"  # a source's spec is filed there already
         if isinstance(cfg.get("source"), dict):  # a pointer reads the smoke run of its source
             cfg["source"]["scale"] = scale
     out = dataclasses.replace(spec, config=cfg, scale=scale)

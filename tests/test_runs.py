@@ -52,17 +52,14 @@ def test_resolve_precedence_base_spec_overrides_mode():
     assert s.config == {"recipe": {"epochs": 5}, "model": {"name": "paper"}}  # inputs untouched
 
 
-def test_unknown_paper_scale_table_and_seeds(dirs):
+def test_unknown_paper_scale_and_seeds(dirs):
     with pytest.raises(ConfigError, match="unknown paper 'nope'.*convit"):
         experiments.paper_runs("nope", "tiny")
     with pytest.raises(ConfigError, match="unknown scale 'huge'"):
         experiments.paper_runs(dirs["pid"], "huge")
-    with pytest.raises(ConfigError, match="unknown table.*table9.*table1, table2"):
-        experiments.paper_runs(dirs["pid"], "tiny", tables=["table9"])
     with pytest.raises(ConfigError, match="seeds"):
         experiments.paper_runs(dirs["pid"], "tiny", seeds=0)
     assert dirs["pid"] in experiments.known_papers() and "convit" in experiments.known_papers()
-    assert {s.table for s in experiments.paper_runs(dirs["pid"], "tiny", tables=["table1"])} == {"table1"}
     assert len(experiments.paper_runs(dirs["pid"], "tiny", seeds=3)) == 2 * 3 + 1
 
 

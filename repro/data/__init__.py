@@ -98,10 +98,8 @@ def build_data(cfg: dict, recipe: dict, *, seed: int, rank: int = 0, world: int 
         else:
             train = TensorTrainLoader(images[keep], labels[keep], per_rank, BatchAugment(recipe, cfg, device),
                                       seed, rank, world, repeats, device)
-        test_images, test_labels = decoded(test_split)
-        test = TensorEvalLoader(test_images, test_labels, eval_batch,
-                                Normalize(cfg["mean"], cfg["std"], int(cfg["img_size"]), device),
-                                rank, world, device)
+        test = TensorEvalLoader(*decoded(test_split), eval_batch,
+                                Normalize(cfg["mean"], cfg["std"], int(cfg["img_size"]), device), rank, world, device)
     else:
         train = ImageTrainLoader(train_split.subset(keep), recipe, cfg, per_rank, seed, rank, world,
                                  num_workers, device)

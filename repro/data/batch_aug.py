@@ -90,10 +90,7 @@ class BatchAugment:
             num_ops=ra[0], magnitude=ra[1], num_magnitude_bins=11, fill=fill)
         self.group = max(1, int(data.get("aug_group", 16)))
         self.normalize = Normalize(data["mean"], data["std"], int(data["img_size"]), device)
-        self.reprob, self.remode = float(recipe.get("reprob", 0.0)), recipe.get("remode", "pixel")
-        self.recount = max(1, int(recipe.get("recount", 1)))
-        if self.remode not in ERASE_MODES:
-            raise ValueError(f"recipe.remode={self.remode!r}: use one of {', '.join(ERASE_MODES)}")
+        self.reprob, self.remode, self.recount = erasing(recipe)
         self.timm_erase = None
         if self.reprob > 0 and torch.device(device).type == "cpu":
             self.timm_erase = RandomErasing(self.reprob, mode=self.remode, max_count=self.recount, device="cpu")
@@ -114,6 +111,14 @@ class BatchAugment:
 
 
 ERASE_MODES = ("pixel", "rand", "const")
+
+
+def erasing(recipe: dict) -> tuple[float, str, int]:
+    """The recipe's random erasing (reprob, remode, recount), its mode checked before any batch is drawn."""
+    mode = recipe.get("remode", "pixel")
+    if mode not in ERASE_MODES:
+        raise ValueError(f"recipe.remode={mode!r}: use one of {', '.join(ERASE_MODES)}")
+    return float(recipe.get("reprob", 0.0)), mode, max(1, int(recipe.get("recount", 1)))
 
 
 def random_erase(x: torch.Tensor, p: float, gen: torch.Generator, mode: str = "pixel", max_count: int = 1,

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torchvision.transforms.v2 import functional as TF
 
-from .batch_aug import ERASE_MODES, Normalize, parse_rand_augment, random_crop, random_erase, random_flip
+from .batch_aug import Normalize, erasing, parse_rand_augment, random_crop, random_erase, random_flip
 from .tensor_loader import TensorTrainLoader
 
 OPS = ("Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness", "Color",
@@ -171,10 +171,7 @@ class FastAugment:
         fill = torch.tensor([round(255 * m) for m in data["mean"]], dtype=torch.uint8, device=device)
         self.values = {**op_magnitudes(self.ra[1], size), "fill": fill} if self.ra else {}
         self.normalize = Normalize(data["mean"], data["std"], int(data["img_size"]), device)
-        self.reprob, self.remode = float(recipe.get("reprob", 0.0)), recipe.get("remode", "pixel")
-        self.recount = max(1, int(recipe.get("recount", 1)))
-        if self.remode not in ERASE_MODES:
-            raise ValueError(f"recipe.remode={self.remode!r}: use one of {', '.join(ERASE_MODES)}")
+        self.reprob, self.remode, self.recount = erasing(recipe)
         if recipe.get("mixup_mode", "batch") != "batch":
             raise ValueError(f"recipe.mixup_mode={recipe.get('mixup_mode')!r}: the fast path mixes whole "
                              f"batches only; use mixup_mode=batch or data.pipeline=tensor")

@@ -75,9 +75,6 @@ class ImageTrainLoader:
         self.num_workers, self.device = num_workers, torch.device(device)
         self.steps_per_epoch = len(self.sampler) // batch_size
 
-    def __len__(self) -> int:
-        return self.steps_per_epoch
-
     def epoch(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         self.sampler.set_epoch(epoch)
         loader = DataLoader(self.dataset, batch_size=self.batch_size, sampler=self.sampler,

@@ -185,17 +185,13 @@ def open_split(cfg: dict, split: str) -> Split:
     is missing and ``data.allow_synthetic`` is set (smoke mode); the split name then says so.
     """
     try:
-        if cfg.get("synthetic"):  # dry runs: the configured dataset's shape, synthetic pixels
-            s = _synthetic(cfg, split)
-        else:
-            s = _locate(cfg, split)
+        s = _synthetic(cfg, split) if cfg.get("synthetic") else _locate(cfg, split)  # synthetic: dry runs' pixels
     except DataError as e:
         if not cfg.get("allow_synthetic") or isinstance(e, EmptyClassError):
             raise
         s = _synthetic(cfg, split)
         s.name = f"synthetic/{split} (stand-in: {str(e).split(';')[0]})"
-    keep = class_balanced_indices(s.labels, 1.0, cfg.get("max_per_class" if split == "train"
-                                                         else "test_max_per_class"))
+    keep = class_balanced_indices(s.labels, 1.0, cfg.get("max_per_class" if split == "train" else "test_max_per_class"))
     if split != "train" and cfg.get("test_limit"):
         keep = keep[:int(cfg["test_limit"])]
     return s.subset(keep)

@@ -30,10 +30,9 @@ class SyntheticImages:
         """uint8 images N,3,H,W for the given indices."""
         idx = torch.as_tensor(list(indices), dtype=torch.long)
         base = F.interpolate(self.layouts[idx // self.per_class], size=self.img_size, mode="nearest")
-        noise = torch.stack([torch.randn(3, self.img_size, self.img_size,
-                                         generator=torch.Generator().manual_seed(
-                                             1_000_003 * self.split_seed + int(i)))
-                             for i in idx]) if len(idx) else base
+        seeds = [1_000_003 * self.split_seed + int(i) for i in idx]
+        noise = torch.stack([torch.randn(3, self.img_size, self.img_size, generator=torch.Generator().manual_seed(s))
+                             for s in seeds]) if len(idx) else base
         return (base + self.noise * noise).clamp(0, 255).round().to(torch.uint8)
 
     def image(self, i: int) -> np.ndarray:

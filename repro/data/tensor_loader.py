@@ -34,9 +34,6 @@ class TensorTrainLoader:
         self.steps_per_epoch = self.per_rank // batch_size
         self.mixes = bool(getattr(augment, "mixes", False))
 
-    def __len__(self) -> int:
-        return self.steps_per_epoch
-
     def epoch(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         mine, gen = epoch_draws(self, epoch)
         rng = np.random.default_rng([self.seed, epoch, self.rank])  # host-side draws (Mixup's lambda): no sync

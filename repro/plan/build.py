@@ -10,34 +10,30 @@ another table: ``runs.fill``) is one of the plan's ``fills``, naming that run, a
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 from ..errors import ConfigError
-from ..runs import RUN_KEYS, RunSpec, check_unique, deep_merge, pointer_source, resolve, source_spec, with_sources
-from .experiments import known_papers, paper_runs, resolves, resolves_by_scale
+from ..runs import (RUN_KEYS, RunSpec, check_unique, deep_merge, dotted_items, pointer_source, resolve, source_spec,
+                    with_sources)
+from .experiments import known_papers, paper_runs, resolves_by_scale
 from .store import SCHEMA, sealed
-
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
 
 def compose(paper: str, scale: str, overrides: list[str] | tuple = ()) -> dict:
     """The Hydra config ``python -m repro reproduce paper=<paper> scale=<scale> [overrides]`` runs with."""
-    from hydra import compose as hydra_compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-        cfg = hydra_compose("config", overrides=[f"paper={paper}", f"scale={scale}", *overrides])
-    return OmegaConf.to_container(cfg, resolve=True)
+    from ..checks import check_keys
+
+    return OmegaConf.to_container(check_keys([f"paper={paper}", f"scale={scale}", *overrides]), resolve=True)
 
 
-def resolved_runs(c: dict, overrides: dict | None = None, tables: list[str] | None = None) -> list[RunSpec]:
+def resolved_runs(c: dict, overrides: dict | None = None) -> list[RunSpec]:
     """Every run of ``c['paper']`` at ``c['scale']`` resolved over the config ``c``, the command line's
     ``overrides`` and the smoke / dry-run mode, each source run before its first dependent."""
     if not c.get("paper"):
         raise ConfigError(f"give paper=<id>; papers with experiments: {', '.join(known_papers()) or 'none'}")
     from ..checks import check_given  # torch and Hydra: imported when a plan is built, not with this module
 
-    specs = paper_runs(c["paper"], c["scale"], c.get("seeds"), tables)
+    specs = paper_runs(c["paper"], c["scale"], c.get("seeds"))
     check_given(overrides or {})  # as typed: a mode may replace them below
     mode = _mode(c, overrides or {})
     specs = [resolve(s, c, overrides, mode) for s in specs]
@@ -53,21 +49,13 @@ def _mode(c: dict, overrides: dict) -> dict | None:
     name = next((n for n in ("smoke", "dry_run") if c.get(n)), None)
     if name is None:
         return None
-    given, settings = dict(_leaves(overrides)), dict(_leaves(c["modes"][name]))
-    replaced = [f"{k}={given[k]} with {v}" for k, v in settings.items() if k in given and given[k] != v]
+    given = {k: v for k, v in dotted_items(overrides) if not isinstance(v, dict)}
+    replaced = [f"{k}={given[k]} with {v}" for k, v in dotted_items(c["modes"][name])
+                if not isinstance(v, dict) and k in given and given[k] != v]
     if replaced:
         print(f"note: {name}=true replaces {', '.join(replaced)} in every run; without {name}=true the values "
               f"given are used", flush=True)
     return deep_merge({"mode": name}, c["modes"][name])
-
-
-def _leaves(tree: dict, prefix: str = ""):
-    """(dotted key, value) of each leaf of a nested dict."""
-    for k, v in tree.items():
-        if isinstance(v, dict):
-            yield from _leaves(v, f"{prefix}{k}.")
-        else:
-            yield f"{prefix}{k}", v
 
 
 def _edges(spec: RunSpec) -> dict:
@@ -154,7 +142,8 @@ def plan(c: dict, overrides: dict | None = None, command: list[str] | tuple = ()
                      "depends_on": deps, "group": group[s.run_id]})
     cells = sorted({(s.table, s.cell["row"], col) for s in specs for col in s.cell["columns"]})
     scale = specs[0].scale if specs else c["scale"]  # a smoke plan is filed under <scale>-smoke, as its runs
+    by_scale = resolves_by_scale(c["paper"])  # what the scale resolves (empty: it judges no training claim)
     return sealed({"schema": SCHEMA, "paper": c["paper"], "scale": scale, "seeds": c.get("seeds"),
-                   "resolves": resolves(c["paper"], c["scale"]), "resolves_by_scale": resolves_by_scale(c["paper"]),
+                   "resolves": by_scale.get(c["scale"], []), "resolves_by_scale": by_scale,
                    "cells": [list(x) for x in cells], "models": _models(specs), "runs": runs, "fills": fills,
                    **({"overrides": list(command)} if command else {})})

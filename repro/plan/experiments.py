@@ -23,11 +23,7 @@ def known_papers() -> list[str]:
         import papers
     except ImportError:
         return []
-    found = set()
-    for root in papers.__path__:
-        for p in Path(root).glob("*/experiments.py"):
-            found.add(p.parent.name)
-    return sorted(found)
+    return sorted({p.parent.name for root in papers.__path__ for p in Path(root).glob("*/experiments.py")})
 
 
 def _module(paper: str) -> ModuleType:
@@ -50,9 +46,8 @@ def paper_scales(paper: str) -> tuple[str, ...]:
     return tuple(getattr(_module(paper), "SCALES", DEFAULT_SCALES))
 
 
-def paper_runs(paper: str, scale: str, seeds: int | None = None,
-               tables: list[str] | None = None) -> list[RunSpec]:
-    """The paper's unresolved RunSpecs at a scale, optionally only some tables."""
+def paper_runs(paper: str, scale: str, seeds: int | None = None) -> list[RunSpec]:
+    """The paper's unresolved RunSpecs at a scale."""
     if scale not in SCALES:
         raise ConfigError(f"unknown scale {scale!r}; use one of {', '.join(SCALES)}")
     if seeds is not None and (not isinstance(seeds, int) or seeds < 1):
@@ -65,13 +60,6 @@ def paper_runs(paper: str, scale: str, seeds: int | None = None,
         if not isinstance(s, RunSpec) or s.paper != paper or s.scale != scale:
             raise ConfigError(f"papers/{paper}/experiments.py returned {s!r}; expected RunSpecs with "
                               f"paper={paper!r} and scale={scale!r}")
-    if tables:
-        known = sorted({s.table for s in specs})
-        unknown = [t for t in tables if t not in known]
-        if unknown:
-            raise ConfigError(f"unknown table(s) {', '.join(unknown)} for {paper} at scale {scale}; "
-                              f"tables with runs: {', '.join(known) or 'none'}")
-        specs = [s for s in specs if s.table in tables]
     return specs
 
 
@@ -79,8 +67,3 @@ def resolves_by_scale(paper: str) -> dict[str, list[str]]:
     """scale -> the claims papers/<paper>/experiments.py says that scale is designed to resolve (``RESOLVES``)."""
     table = getattr(_module(paper), "RESOLVES", None) or {}
     return {str(scale): sorted(str(c) for c in claims) for scale, claims in sorted(table.items())}
-
-
-def resolves(paper: str, scale: str) -> list[str]:
-    """The claims ``scale`` is designed to resolve (empty: a scale that judges no training claim)."""
-    return resolves_by_scale(paper).get(scale, [])

@@ -30,7 +30,7 @@ from ..paths import check_creatable
 from ..train import machine
 from ..data import fraction_indices, open_split
 from ..probes.speed import throughput
-from ..runs import RunSpec, cache_root, run_dir
+from ..runs import RunSpec, cache_root, final_checkpoint
 from ..train import preempt
 from ..train.execute import DONE, record_status
 from ..train.model import create_model, register_models
@@ -39,8 +39,6 @@ from .sequential import BAD_INPUT
 from .specs import select
 
 EVAL_SPEEDUP = 3.0  # an evaluated image costs about a third of a trained one (forward only)
-
-
 MAX_DAYS = 30  # further away is a typo, and past threading's longest wait the watch thread died unseen
 
 
@@ -55,20 +53,15 @@ def seconds_left(text: str, now: dt.datetime | None = None) -> float:
         return float(3600 * h + 60 * m + s)
     clock = re.fullmatch(r"(\d{1,2}):(\d{2})", text.strip())
     if not clock or int(clock[1]) > 23 or int(clock[2]) > 59:
-        raise ConfigError(f"deadline {text!r}: give a duration (25m, 1h30m, 90s) or a UTC time (17:20, "
-                          f"00:00 to 23:59)")
+        raise ConfigError(f"deadline {text!r}: give a duration (25m, 1h30m, 90s) or a UTC time (17:20, 00:00 to 23:59)")
     at = now.replace(hour=int(clock[1]), minute=int(clock[2]), second=0, microsecond=0)
     if at <= now:
         at += dt.timedelta(days=1)
     return (at - now).total_seconds()
 
 
-def _device() -> torch.device:
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
 def device_label() -> str:
-    name = machine.device_name(_device())
+    name = machine.device_name()
     return name if name != "cpu" else f"cpu-{torch.get_num_threads()}t"
 
 
@@ -81,7 +74,7 @@ def measure(spec: RunSpec, steps: int = 3) -> float:
     """Training images/s of ``spec``'s model at its batch on this device (repro/probes/speed.py: random
     pixels, AdamW, bf16 on a GPU; the median of ``steps`` timed steps after one warm-up)."""
     c = spec.config
-    model = create_model(c, int(c["data"].get("num_classes") or 10)).to(_device())
+    model = create_model(c, int(c["data"].get("num_classes") or 10)).to("cuda" if torch.cuda.is_available() else "cpu")
     return throughput(model, batch=int(c["recipe"]["batch_size"]), img_size=int(c["data"]["img_size"]), train=True,
                       steps=steps, warmup=1)["images_per_s"]
 
@@ -93,9 +86,7 @@ def throughput_table(specs: list[RunSpec]) -> dict[str, float]:
     missing = {_arch_key(s): s for s in specs if _arch_key(s) not in table}
     if missing:
         check_creatable(path.parent, "cache folder", "REPRO_CACHE_DIR")  # before measuring, not after
-    for key, spec in missing.items():
-        table[key] = measure(spec)
-    if missing:
+        table.update({key: measure(spec) for key, spec in missing.items()})
         records.atomic_write_bytes(path, (json.dumps(table, indent=1) + "\n").encode())
     return table
 
@@ -108,10 +99,8 @@ def work(spec: RunSpec) -> tuple[int, int, int]:
     test = len(open_split(data, "test"))
     epochs, per_epoch = run_epochs(recipe, data), train // batch
     total = epochs * per_epoch if not recipe.get("max_steps") else min(epochs * per_epoch, int(recipe["max_steps"]))
-    done = 0
-    ckpt = run_dir(spec) / "last.pt"
-    if ckpt.exists():
-        done = int(torch.load(ckpt, map_location="cpu", weights_only=True).get("step", 0))
+    ckpt = final_checkpoint(spec)
+    done = int(torch.load(ckpt, map_location="cpu", weights_only=True).get("step", 0)) if ckpt.exists() else 0
     every = int(recipe.get("eval_every") or 0)
     evals_left = sum(1 for e in range(done // max(1, per_epoch), epochs) if e == epochs - 1 or (every and (e + 1) % every == 0))
     return (total - done) * batch, test, evals_left
@@ -257,8 +246,7 @@ def main(argv: list[str], campaign: Callable[[list[str]], tuple[dict, dict]],
                          "do not outlive it)")
     ns = ap.parse_args(argv[:at])
     if at == len(argv):
-        print("error: give the command to run: python -m repro deadline 25m reproduce paper=<id> ...",
-              file=sys.stderr)
+        print("error: give the command to run: python -m repro deadline 25m reproduce paper=<id> ...", file=sys.stderr)
         return 2
     try:
         seconds_left(ns.deadline)

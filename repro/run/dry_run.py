@@ -16,15 +16,13 @@ def distinct_shapes(specs: list[RunSpec]) -> list[RunSpec]:
     """One spec per distinct model, data shape, objective and init for dry runs: recipe values
     (lr, epochs, fraction, augmentation strengths) and probes do not change what can rot at paper
     scale (probes and extra losses are exercised by the tiny smoke runs), so they are ignored."""
-    seen, out = set(), []
+    first: dict[str, RunSpec] = {}
     for s in specs:
         c, data = s.config, s.config.get("data", {})
         hooks = [(c.get(k) or {}).get("fn") for k in ("objective", "init")]  # both build or load modules
         key = repr((s.kind, c.get("model"), c.get("probe"), hooks, data.get("img_size"), data.get("num_classes")))
-        if key not in seen:
-            seen.add(key)
-            out.append(s)
-    return out
+        first.setdefault(key, s)
+    return list(first.values())
 
 
 def dry_run(c: dict, doc: dict) -> int:

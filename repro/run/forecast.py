@@ -80,8 +80,7 @@ class Reference:
         return (f"{self.source}: {self.device}, {self.model} at batch {self.batch}, engine step "
                 f"{1e3 * self.step_s:.2f} ms ({self.batch / self.step_s:,.0f} img/s), model alone "
                 f"{1e3 * self.model_s:.2f} ms, {self.gflops:.3f} GFLOPs forward per image, {self.tensors} parameter "
-                f"tensors; ConViT / DeiT "
-                f"training {self.convit_ratio:.3f} (Ti/32px); packed speedup "
+                f"tensors; ConViT / DeiT training {self.convit_ratio:.3f} (Ti/32px); packed speedup "
                 f"{'not measured' if self.packed_speedup is None else f'x{self.packed_speedup:.2f}'}")
 
 

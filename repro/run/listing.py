@@ -2,6 +2,9 @@
 from the plans the plan stage built for the command."""
 from __future__ import annotations
 
+from collections import Counter
+from typing import Callable
+
 from omegaconf import OmegaConf
 from tabulate import tabulate
 
@@ -19,21 +22,17 @@ def _status(s: RunSpec) -> str:
         return "corrupt record"
 
 
-def list_papers(c: dict, plans: dict[str, dict | Exception]) -> int:
-    """One row per paper: its tables, runs and their statuses at the scale (``plans``: paper -> its plan, or
-    why it has none: one broken experiments.py does not hide the others)."""
+def list_papers(c: dict, papers: list[str], plan_of: Callable[[str], dict]) -> int:
+    """One row per paper: its tables, runs and their statuses at the scale (``plan_of(paper)``: its plan, built
+    here, so that one broken experiments.py, named in its row, does not hide the others)."""
     rows = []
-    for paper, doc in plans.items():
+    for paper in papers:
         try:
-            if isinstance(doc, Exception):
-                raise doc
-            specs = select({**c, "paper": paper}, doc)
+            specs = select({**c, "paper": paper}, plan_of(paper))
         except Exception as e:  # noqa: BLE001 - named in its row
             rows.append([paper, "", "", f"error: {one_line(e)}"])
             continue
-        counts = {}
-        for s in specs:
-            counts[_status(s)] = counts.get(_status(s), 0) + 1
+        counts = Counter(_status(s) for s in specs)
         rows.append([paper, ", ".join(sorted({s.table for s in specs})), len(specs),
                      ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))])
     print(f"scale {c['scale']}")

@@ -16,7 +16,7 @@ import os
 import socket
 import threading
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 
 from ..records import record_path
@@ -94,10 +94,8 @@ def release(path: Path | None) -> None:
     info = owner(path) if path is not None else None
     if info and info.get("pid") == os.getpid() and info.get("host") == socket.gethostname():
         path.unlink(missing_ok=True)
-        try:
+        with suppress(OSError):  # another file in it, or already gone
             path.parent.rmdir()
-        except OSError:  # another file in it, or already gone
-            pass
 
 
 def _beat(path: Path, stop: threading.Event) -> None:
@@ -151,6 +149,4 @@ def held_by(spec: RunSpec) -> str:
         writer = f"{who['host']}'s" if who else "the lock writer's"
         return (f"{line}; its heartbeat is {-age:.0f} s in the future (clock skew: this host's clock is behind "
                 f"{writer}), so the lock holds that much longer after its holder is gone: {gone}, delete {path}")
-    if who is None:
-        return f"{line}: {gone}, delete {path}"
-    return line
+    return f"{line}: {gone}, delete {path}" if who is None else line

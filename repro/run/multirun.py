@@ -30,6 +30,8 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from ..errors import ConfigError
+from ..records import atomic_write_bytes
+from .progress import duration
 
 OUTCOME = "outcome.json"
 _worst = 0  # the worst exit code among the jobs of the last multirun, for repro.cli.main
@@ -81,20 +83,11 @@ def _outcomes(sweep_dir: Path) -> list[dict]:
     return sorted(found, key=lambda o: o.get("num", 0))
 
 
-def _duration(seconds: float) -> str:
-    seconds = int(seconds)
-    return f"{seconds // 60}m{seconds % 60:02d}s"
-
-
 class JobReport(Callback):
     """One line per job after a multirun, a progress line while it runs, non-zero exit if a job failed."""
 
     def __init__(self, every_s: float = 60.0) -> None:
-        self.every_s = float(every_s)
-        self._stop: threading.Event | None = None
-
-    def __getstate__(self) -> dict:  # Hydra sends its callbacks to submitit jobs: no thread, no event
-        return {"every_s": self.every_s, "_stop": None}
+        self.every_s = float(every_s)  # its only state: Hydra sends its callbacks to submitit jobs
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         global _running
@@ -103,17 +96,16 @@ class JobReport(Callback):
         launcher = str(config.hydra.launcher.get("_target_", "")).rpartition(".")[2] or "launcher"
         print(f"multirun: {total if total is not None else 'some'} job(s) through {launcher}; outputs under "
               f"{sweep_dir}", flush=True)
-        self._stop = threading.Event()
-        _running = (sweep_dir, total, self._stop)
-        threading.Thread(target=self._progress, args=(sweep_dir, total, time.time()), daemon=True,
+        _running = (sweep_dir, total, threading.Event())
+        threading.Thread(target=self._progress, args=(*_running, time.time()), daemon=True,
                          name="multirun-progress").start()
 
-    def _progress(self, sweep_dir: Path, total: int | None, start: float) -> None:
-        while not self._stop.wait(self.every_s):
+    def _progress(self, sweep_dir: Path, total: int | None, stop: threading.Event, start: float) -> None:
+        while not stop.wait(self.every_s):
             done = _outcomes(sweep_dir)
             failed = sum(o["code"] != 0 for o in done)
             print(f"multirun: {len(done)}/{total if total is not None else '?'} job(s) done ({failed} failed), "
-                  f"{_duration(time.time() - start)} elapsed", flush=True)
+                  f"{duration(time.time() - start)} elapsed", flush=True)
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
         if config.hydra.mode != RunMode.MULTIRUN or int(os.environ.get("RANK", 0)) != 0:  # a job's task 0 reports
@@ -128,14 +120,12 @@ class JobReport(Callback):
         overrides = [o for o in job_return.overrides or [] if not o.startswith("command=")]  # set by repro.cli
         outcome = {"num": int(config.hydra.job.num), "overrides": overrides,
                    "code": code, "error": error, "log": _log_file()}
-        tmp = out / f".{OUTCOME}.tmp"
-        tmp.write_text(json.dumps(outcome))
-        tmp.replace(out / OUTCOME)
+        atomic_write_bytes(out / OUTCOME, json.dumps(outcome).encode())
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         global _worst, _running
-        if self._stop is not None:
-            self._stop.set()
+        if _running is not None:
+            _running[2].set()
         _running = None
         _worst = max(_worst, _summary(Path(str(config.hydra.sweep.dir)), _job_count(list(config.hydra.overrides.task))))
 

@@ -34,7 +34,9 @@ def outcome(command: Callable[[], int | None]) -> tuple[int, str | None]:
             return code, error
     except Exception as e:
         if records.disk_full(e):
-            return 2, _said(f"error: {_disk_full_line(e)}")
+            return 2, _said(f"error: no space left on the device writing {e.filename or 'a file'}; nothing "
+                            f"half-written is kept and the finished runs keep their records: free space, then run "
+                            f"the same command again")
         if not multirun.in_multirun():
             raise
         traceback.print_exc()
@@ -45,8 +47,3 @@ def outcome(command: Callable[[], int | None]) -> tuple[int, str | None]:
 def _said(error: str) -> str:
     print(error, file=sys.stderr, flush=True)
     return error
-
-
-def _disk_full_line(e: OSError) -> str:
-    return (f"no space left on the device writing {e.filename or 'a file'}; nothing half-written is kept and the "
-            f"finished runs keep their records: free space, then run the same command again")

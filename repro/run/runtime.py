@@ -15,10 +15,9 @@ def runtime(c: dict, dist) -> Runtime:
     if r.get("threads"):
         torch.set_num_threads(int(r["threads"]))
     on_gpu = dist.device.type == "cuda"
-    workers = r["num_workers"]
+    workers, check = r["num_workers"], r["check_every"]
     if workers == "auto":
         workers = min(8, (os.cpu_count() or 1) // max(1, dist.world_size)) if on_gpu else 0
-    check = r["check_every"]
     if check == "auto":
         check = 50 if on_gpu else 1
     return Runtime(dist=dist, amp=r["amp"], compile=bool(r["compile"]), deterministic=bool(r["deterministic"]),

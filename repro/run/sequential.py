@@ -8,7 +8,7 @@ import traceback
 from .. import records
 from ..data import DataError, FractionError
 from ..errors import ConfigError, one_line
-from ..runs import RunSpec, run_dir
+from ..runs import RunSpec, final_checkpoint
 from ..train import ddp, machine, preempt
 from ..train.checkpoint import CheckpointError
 from ..train.engine import Runtime
@@ -17,16 +17,17 @@ from . import sources
 from .locks import claim, held_by
 from .packed import train_packed
 from .progress import describe, eta
+from .specs import to_train
 
 BAD_INPUT = (ConfigError, DataError, FractionError, records.RecordError, CheckpointError)
 
 
 def run_specs(specs: list[RunSpec], status: dict, force: bool, rt: Runtime, d, say) -> list[RunSpec]:
     """Run, in order, each spec without a record (all with ``force``); returns those that crashed (recorded failed)."""
-    todo = [s.run_id for s in specs if force or status[s.run_id] not in DONE]  # what this command will run
+    todo = to_train(specs, status, force)  # what this command will run
     took: list[float] = []  # wall seconds of each run this command executed
     failures: list[RunSpec] = []
-    fused = train_packed([s for s in specs if s.run_id in todo], rt, say) if rt.fused and not force else set()
+    fused = train_packed(todo, rt, say) if rt.fused and not force else set()
     for i, s in enumerate(specs, 1):
         tag, st = f"[{i}/{len(specs)}]", status[s.run_id]
         if s.run_id in fused:  # trained in a fused group above, its record written
@@ -55,7 +56,7 @@ def run_one(s: RunSpec, tag: str, rt: Runtime, say, force: bool, progress: str =
         say(f"{tag} skip {s.run_id} ({st}, finished by another process)")
         return {"status": st}
     if force:  # start over: the old record stays until the new one replaces it
-        (run_dir(s) / "last.pt").unlink(missing_ok=True)
+        final_checkpoint(s).unlink(missing_ok=True)
         st = "not run"
     resume = st == "partial" and rt.persist and resumes(s)  # a final checkpoint of another folder's record: run
     say(f"{tag} {'resume' if resume else 'run'} {s.run_id} ({s.kind} {s.table}/{s.cell['row']} "
