@@ -114,7 +114,7 @@ def test_out_of_memory_is_one_line_and_no_failed_record(dirs, capsys, monkeypatc
     """Every later run would fail the same way: it printed a traceback per run and recorded each as failed."""
     from repro.run import sequential
 
-    def oom(spec, rt):
+    def oom(spec, rt, **_):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
 
     monkeypatch.setattr(sequential, "execute", oom)
