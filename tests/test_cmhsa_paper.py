@@ -60,8 +60,14 @@ def test_experiments_fill_every_measured_cell_with_valid_specs(scale):
                     continue
                 assert (table.id, row.key, col.key) in filled, (scale, table.id, row.key, col.key)
     phase2 = [s for s in specs if s.config.get("init") and s.kind == "train"
-              and not (s.table == "switch" and s.name == "phase2")]  # the switch cells Table 1's runs fill
+              and not (s.table == "switch" and s.cell["row"] != "cmhsa3_exact")]  # switch cells Table 1's runs fill
     assert len(phase2) == 5 * seeds  # CMHSA-3, CMHSA-5, CMHSA-3 exact, Figure 2's conv init with and without warm-up
+    # Table 1's CMHSA-3 and Figure 2's conv-init warm-up run are one training (the figure evaluates every epoch)
+    assert len({s.fingerprint for s in phase2}) == 4 * seeds
+    warm_runs = {s.seed: s.run_id for s in phase2 if s.table == "figure2" and s.cell["row"] == "conv_init"
+                 and s.name == "warm"}
+    assert {s.seed: ids.get(s.run_id) for s in phase2 if s.table == "table1" and s.cell["row"] == "cmhsa3"} == \
+        {seed: None for seed in warm_runs} and set(warm_runs.values()) <= set(ids)
     order = [s.run_id for s in specs]
     for s in phase2:
         src = source_spec(s)
@@ -74,7 +80,7 @@ def test_experiments_fill_every_measured_cell_with_valid_specs(scale):
         assert src.config["recipe"]["epochs"] == s.config["recipe"]["epochs"] == experiments.PROTOCOL[scale]["epochs"]
     switch = [s for s in specs if s.table == "switch"]
     assert len(switch) == 3 * seeds and {s.cell["row"] for s in switch} == {"cmhsa3", "cmhsa5", "cmhsa3_exact"}
-    single = [s for s in specs if s.table == "table1" and s.kind == "train" and s.name not in ("phase1", "phase2")]
+    single = [s for s in specs if s.table == "table1" and s.kind == "train" and "init" not in s.config]
     assert len(single) == 6 * seeds and {s.config["recipe"]["epochs"] for s in single} == {2 * experiments.PROTOCOL[scale]["epochs"]}
     warm = {s.cell["row"] + s.name: s.config["recipe"]["warmup_epochs"] for s in specs if s.table == "figure2" and s.seed == 0}
     assert warm["conv_initnowarm"] == warm["random_initnowarm"] == 0 < warm["conv_initwarm"] == warm["random_initwarm"]

@@ -7,8 +7,9 @@ of paper.yaml, at each scale (protocol and every choice the paper leaves open: p
 - table1: the eight rows. Baselines and single-phase rows train 2E epochs; a two-phase row trains the
   convolution phase E epochs (its record fills table two_phase), then the attention phase E epochs
   starting from it (``config["init"]``: the engine loads the conv run's final model and calls
-  ``repro.models.transfer:conv_to_mhsa``). The time column is a timing probe per row
-  (papers/cmhsa/timing.py).
+  ``repro.models.transfer:conv_to_mhsa``). CMHSA-3's attention phase is Figure 2's conv-init run with
+  warm-up (the same training: evaluation never touches its random state), which fills both cells. The time
+  column is a timing probe per row (papers/cmhsa/timing.py).
 - figure2: the attention phase for E epochs from the CMHSA-3 conv phase or from random weights, with
   and without warm-up, evaluated every epoch.
 
@@ -152,7 +153,7 @@ def switch(scale: str, seeds: int, t1: list[RunSpec]) -> list[RunSpec]:
     (trainable transfer: cells their records fill) and CMHSA-3 with the exact transfer (run here)."""
     cols = {**SWITCH_COLUMNS, "top1": "top1"}
     specs = [fill(s, "switch", {"row": s.cell["row"], "columns": dict(cols)})
-             for s in t1 if s.kind == "train" and s.name == "phase2"]
+             for s in t1 if s.kind == "train" and s.table == "table1" and "init" in s.config]
     return specs + [phase2(scale, "cmhsa3_exact", seed, phase1(scale, 3, seed), "exact", "switch", cols)
                     for seed in range(seeds)]
 
@@ -179,7 +180,8 @@ def table1(scale: str, seeds: int) -> list[RunSpec]:
         for kernel in (3, 5):
             if rows is None or f"cmhsa{kernel}" in rows:
                 first = phase1(scale, kernel, seed)
-                specs += [first, phase2(scale, f"cmhsa{kernel}", seed, first, "trainable")]
+                specs += [first, phase2(scale, f"cmhsa{kernel}", seed, first, "trainable")] if kernel == 5 else \
+                    [first, warm := figure2_run(scale, "conv_init", seed, "warm", first), fill(warm, "table1", _cell("cmhsa3"))]
     return specs + timing(scale)
 
 
@@ -203,18 +205,19 @@ def timing(scale: str) -> list[RunSpec]:
             for row, phases in rows.items() if wanted is None or row in wanted]
 
 
+def figure2_run(scale: str, row: str, seed: int, warm: str, init: RunSpec | None) -> RunSpec:
+    """One attention phase of Figure 2, evaluated every epoch (the per-epoch validation loss is the figure)."""
+    cell = {"row": row, "columns": {f"early_loss_{warm}": "eval_loss_early", f"top1_{warm}": "top1",
+                                    f"loss_{warm}": "eval_loss"}}
+    recipe = {**({} if warm == "warm" else {"warmup_epochs": 0}), "eval_every": 1}
+    return _train(scale, "figure2", row, seed, warm, attn_model(scale), PROTOCOL[scale]["epochs"], cell, recipe,
+                  init, transfer_kwargs(scale) if init is not None else None)
+
+
 def figure2(scale: str, seeds: int) -> list[RunSpec]:
     """Attention phase from the CMHSA-3 conv phase or from random weights, with and without warm-up."""
-    e, specs = PROTOCOL[scale]["epochs"], []
-    for seed in range(seeds):
-        for row, init in (("conv_init", phase1(scale, 3, seed)), ("random_init", None)):
-            for warm, recipe in (("warm", None), ("nowarm", {"warmup_epochs": 0})):
-                cell = {"row": row, "columns": {f"early_loss_{warm}": "eval_loss_early", f"top1_{warm}": "top1",
-                                                f"loss_{warm}": "eval_loss"}}
-                recipe = {**(recipe or {}), "eval_every": 1}  # the per-epoch validation loss is the figure
-                specs.append(_train(scale, "figure2", row, seed, warm, attn_model(scale), e, cell, recipe, init,
-                                    transfer_kwargs(scale) if init is not None else None))
-    return specs
+    return [figure2_run(scale, row, seed, warm, phase1(scale, 3, seed) if row == "conv_init" else None)
+            for seed in range(seeds) for row in ("conv_init", "random_init") for warm in ("warm", "nowarm")]
 
 
 def _probe(scale: str, table: str, row: str, columns: dict, fn: str, theorem: dict, name: str = "") -> RunSpec:
@@ -251,4 +254,5 @@ def runs(scale: str, seeds: int | None = None) -> list[RunSpec]:
     """Every CMHSA run at a scale (``seeds`` overrides the scale's default seed count)."""
     n = seeds or PROTOCOL[scale]["seeds"]
     t1 = table1(scale, n)
-    return theorems(scale) + t1 + switch(scale, n, t1) + figure2(scale, n)
+    specs = theorems(scale) + t1 + switch(scale, n, t1) + figure2(scale, n)
+    return list({s.run_id: s for s in specs}.values())  # Table 1 already asked for Figure 2's conv-init warm run
