@@ -49,17 +49,6 @@ def bench_one(name: str, kwargs: dict, img: int, batch: int, train: bool, steps:
     return r
 
 
-def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--batch", type=int, help="batch size (default 128 on GPU, 8 at 224 px / 32 at 32 px on CPU)")
-    ap.add_argument("--steps", type=int, help="timed steps (default 20 GPU, 5 CPU)")
-    ap.add_argument("--rounds", type=int, help="alternating ours/timm rounds, best kept (default 1 GPU, 2 CPU)")
-    ap.add_argument("--compile", action="store_true", help="also measure torch.compile'd models")
-    ap.add_argument("--only", help="regex on the row label")
-    ap.add_argument("--out", type=Path, default=Path("results/bench"))
-    return ap
-
-
 def pair_row(pair: tuple, macs: int, batch: int, train: bool, compile_: bool, steps: int, rounds: int,
              device) -> dict:
     """Ours and timm's model of one pair, timed in alternating rounds, each side's best round kept;
@@ -100,7 +89,14 @@ def convit_deit_ratios(rows: list[dict]) -> list[dict]:
 
 
 def main(argv=None) -> None:
-    args = _parser().parse_args(argv)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batch", type=int, help="batch size (default 128 on GPU, 8 at 224 px / 32 at 32 px on CPU)")
+    ap.add_argument("--steps", type=int, help="timed steps (default 20 GPU, 5 CPU)")
+    ap.add_argument("--rounds", type=int, help="alternating ours/timm rounds, best kept (default 1 GPU, 2 CPU)")
+    ap.add_argument("--compile", action="store_true", help="also measure torch.compile'd models")
+    ap.add_argument("--only", help="regex on the row label")
+    ap.add_argument("--out", type=Path, default=Path("results/bench"))
+    args = ap.parse_args(argv)
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
     steps = args.steps or (20 if cuda else 5)
