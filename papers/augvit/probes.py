@@ -76,17 +76,13 @@ def probe_images(config: dict, count: int, size: int | None = None) -> torch.Ten
     return images
 
 
-def _args(config: dict) -> dict:
-    return dict(config.get("probe_args") or {})
-
-
 @register("augvit.diversity_at_init")
 def diversity_at_init(config: dict) -> dict:
     """Probe run: ``shortcut_analysis`` of a freshly initialised config['model'].
 
     probe_args: ``seed`` (weights), ``images`` (how many test images).
     """
-    args = _args(config)
+    args = config.get("probe_args") or {}
     torch.manual_seed(int(args.get("seed", 0)))
     model = create_model(config, int(config["data"]["num_classes"])).eval()
     size = model.patch_embed.img_size[0]
@@ -101,7 +97,7 @@ def cost(config: dict) -> dict:
     the same model with ``aug_fft=False``, the release's dense materialised matrix; for a model without
     augmented shortcuts the two are equal. ``macs_no_attn`` leaves out the attention matmuls.
     """
-    args, spec = _args(config), config["model"]
+    args, spec = config.get("probe_args") or {}, config["model"]
     size = int(args.get("img_size", 224))
     kwargs = {**(spec.get("kwargs") or {}), "img_size": size}
     model = timm.create_model(spec["name"], **kwargs)

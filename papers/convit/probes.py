@@ -16,7 +16,8 @@ from timm.utils import accuracy
 from torch import nn
 
 from repro.functions import register
-from repro.probes.locality import eval_mode, gating, gpsa_modules, layer_nonlocality, layer_nonlocality_official_bug
+from repro.probes.hooks import eval_mode
+from repro.probes.locality import gating, gpsa_modules, layer_nonlocality, layer_nonlocality_official_bug
 
 TABLE6_KS = (3, 5, 10)
 MASKS = {"content": float("inf"), "position": float("-inf")}  # lambda giving sigmoid(lambda) = 1 or 0

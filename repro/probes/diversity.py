@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .hooks import record_blocks
+from .hooks import eval_mode, record_blocks
 
 
 def _drop_prefix(x: torch.Tensor, num_prefix_tokens: int) -> torch.Tensor:
@@ -115,16 +115,12 @@ def layerwise(model: nn.Module, images: torch.Tensor, fn: Callable[..., torch.Te
         p = x.shape[-2] - patches if drop_prefix else 0
         return float(fn(x, num_prefix_tokens=p).mean())
 
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         with torch.no_grad(), record_blocks(model) as rec, block_input(model.blocks[0]) as first:
             model(images)
         out = [value(first["z"])] if include_input else []
         for i in range(len(model.blocks)):
             out.append(value(rec.features[i] if on == "features" else rec.attention(i)))
-    finally:
-        model.train(was_training)
     return out
 
 
@@ -147,13 +143,8 @@ def oversmoothing_metrics(model: nn.Module, images: torch.Tensor) -> dict:
     """Figure 2's two curves and their final-layer values for ``model`` on ``images``."""
     cos = layerwise(model, images, patch_cosine_similarity)
     std = layerwise(model, images, attention_std, on="attention")
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            tokens = model.forward_features(images)
-    finally:
-        model.train(was_training)
+    with eval_mode(model), torch.no_grad():
+        tokens = model.forward_features(images)
     n = num_patches(model)
     return {"cossim_layers": cos, "attn_std_layers": std, "cossim_last": cos[-1], "attn_std_last": std[-1],
             "cossim_norm": float(patch_cosine_similarity(tokens, tokens.shape[1] - n).mean())}

@@ -46,3 +46,15 @@ def record_blocks(model: nn.Module, detach: bool = True):
     finally:
         for h in handles:
             h.remove()
+
+
+@contextmanager
+def eval_mode(model: nn.Module):
+    """Run in eval mode (no drop path between the layers being probed), then restore every module's mode."""
+    modes = {m: m.training for m in model.modules()}
+    model.eval()
+    try:
+        yield model
+    finally:
+        for m, training in modes.items():
+            m.training = training

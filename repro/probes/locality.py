@@ -20,13 +20,11 @@ LayerNorm) to every layer's attention (facebookresearch/convit issue #23).
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import torch
 from torch import nn
 
 from repro.models.attention import relative_offsets
-from repro.probes.hooks import record_blocks
+from repro.probes.hooks import eval_mode, record_blocks
 
 
 def patch_distances(grid: tuple[int, int], device=None) -> torch.Tensor:
@@ -54,18 +52,6 @@ def _grid(model: nn.Module) -> tuple[int, int]:
         raise ValueError(f"{type(model).__name__} has no grid_size or patch_embed.grid_size; nonlocality needs "
                          f"the patch grid")
     return tuple(grid)
-
-
-@contextmanager
-def eval_mode(model: nn.Module):
-    """Run in eval mode (no drop path between the layers being probed), then restore every module's mode."""
-    modes = {m: m.training for m in model.modules()}
-    model.eval()
-    try:
-        yield model
-    finally:
-        for m, training in modes.items():
-            m.training = training
 
 
 def _per_layer(model: nn.Module, attention_of, token_counts) -> list[list[float]]:
