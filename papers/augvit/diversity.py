@@ -72,29 +72,26 @@ def shortcut_alpha(shortcut: AugmentedShortcut | None, lam: float) -> float:
 
 
 class ShortcutFreeBlock(nn.Module):
-    """x -> Attn(LN1 x) [-> MLP(LN2 .)]: a core block's own modules with its identity shortcuts removed."""
+    """x -> Attn(LN1 x): a core block's own attention with its identity shortcut removed (and no MLP)."""
 
-    def __init__(self, block: nn.Module, mlp: bool = False):
+    def __init__(self, block: nn.Module):
         super().__init__()
         self.norm1, self.attn = block.norm1, block.attn
-        self.norm2, self.mlp = (block.norm2, block.mlp) if mlp else (None, None)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.attn(self.norm1(x))
-        return x if self.mlp is None else self.mlp(self.norm2(x))
+        return self.attn(self.norm1(x))
 
 
-def cut_shortcuts(model: nn.Module, keep_mlp_without_shortcuts: bool = False) -> dict[str, nn.Module]:
+def cut_shortcuts(model: nn.Module) -> dict[str, nn.Module]:
     """Any repro ViT with some of its shortcuts removed, keyed by the variant it becomes: the weights are copies.
 
     'augvit_msa_mlp' is the model itself, 'augvit_msa' drops the MLP's augmented shortcuts, 'deit' drops
-    every augmented shortcut, 'attention_only' turns every block into a ShortcutFreeBlock (with
-    ``keep_mlp_without_shortcuts`` the MLP stays, also without a shortcut). Removing a shortcut the model
-    does not have changes nothing, so for a DeiT the first three are the same network.
+    every augmented shortcut, 'attention_only' turns every block into a ShortcutFreeBlock. Removing a
+    shortcut the model does not have changes nothing, so for a DeiT the first three are the same network.
     """
     out = {}
     a = copy.deepcopy(model)
-    a.blocks = nn.ModuleList(ShortcutFreeBlock(b, mlp=keep_mlp_without_shortcuts) for b in a.blocks)
+    a.blocks = nn.ModuleList(ShortcutFreeBlock(b) for b in a.blocks)
     out["attention_only"] = a
     for name, drop in (("deit", ("aug_attn", "aug_mlp")), ("augvit_msa", ("aug_mlp",))):
         m = copy.deepcopy(model)
@@ -107,12 +104,12 @@ def cut_shortcuts(model: nn.Module, keep_mlp_without_shortcuts: bool = False) ->
     return out
 
 
-def variants(augvit: nn.Module, keep_mlp_without_shortcuts: bool = False) -> dict[str, nn.Module]:
+def variants(augvit: nn.Module) -> dict[str, nn.Module]:
     """``cut_shortcuts`` of an Aug-ViT with shortcuts on MSA and MLP: the supplement's models (a)-(d)."""
     if any(getattr(b, "aug_attn", None) is None or getattr(b, "aug_mlp", None) is None for b in augvit.blocks):
         raise ValueError("variants() needs an Aug-ViT with augmented shortcuts on MSA and MLP "
                          "(aug_paths > 0, aug_mlp=True), e.g. timm.create_model('repro_deit_tiny_c32', aug_paths=2)")
-    return cut_shortcuts(augvit, keep_mlp_without_shortcuts)
+    return cut_shortcuts(augvit)
 
 
 def build_augvit(model_name: str = "repro_deit_tiny_c32", seed: int = 0, aug_paths: int = 2,
@@ -125,9 +122,9 @@ def build_augvit(model_name: str = "repro_deit_tiny_c32", seed: int = 0, aug_pat
     return timm.create_model(model_name, aug_paths=aug_paths, aug_mlp=True, aug_scale=aug_scale, **kwargs).eval()
 
 
-def diversity_curves(augvit: nn.Module, images: torch.Tensor, **variant_kw) -> dict[str, dict[str, list[float]]]:
+def diversity_curves(augvit: nn.Module, images: torch.Tensor) -> dict[str, dict[str, list[float]]]:
     """``diversity_curve`` for each of the variants (a)-(d) of one Aug-ViT."""
-    return {name: diversity_curve(m, images) for name, m in variants(augvit, **variant_kw).items()}
+    return {name: diversity_curve(m, images) for name, m in variants(augvit).items()}
 
 
 def _aug_msa_steps(model: nn.Module, images: torch.Tensor, setting: str) -> list[tuple]:

@@ -64,11 +64,8 @@ def shortcut_analysis(model: nn.Module, images: torch.Tensor) -> dict:
 
 
 def probe_images(config: dict, count: int, size: int | None = None) -> torch.Tensor:
-    """``count`` test images spread over the test set, as the engine hands them to the probes of a train run.
-
-    Resized (bicubic) to ``size`` when the model's resolution is not the data's (Aug-ViT-S at 224 px
-    measured on CIFAR images).
-    """
+    """``count`` test images spread over the test set, as the engine hands them to the probes of a train run,
+    resized (bicubic) to ``size`` when the model's resolution is not the data's (Aug-ViT-S at 224 px on CIFAR)."""
     data = build_data(config["data"], config["recipe"], seed=0)
     images = data.test.sample(count)[0]
     if size and images.shape[-1] != size:
@@ -108,21 +105,14 @@ def cost(config: dict) -> dict:
     return out
 
 
-def fft_macs(model: nn.Module, img_size: int) -> float:
-    """MACs with every block-circulant path counted as an FFT product (the paper's convention), whichever
-    product the model computes; on a CPU copy (the counter feeds a CPU input). Dense Theta (1 x 1 blocks)
-    stays a matrix product."""
-    model = copy.deepcopy(model).float().cpu()
-    for m in model.modules():
-        if isinstance(m, CirculantLinear):
-            m.fft = m.block > 1
-    return count_macs(model, img_size)
-
-
 @register("augvit.trained_analysis")
 def trained_analysis(model: nn.Module, ctx) -> dict:
     """Probe of a train run: ``shortcut_analysis`` on the trained model (the engine's fixed test batch)
-    and its MACs at the run's resolution."""
+    and its MACs at the run's resolution, every block-circulant path counted as an FFT product (the paper's
+    convention) whichever product the model computes; dense Theta (1 x 1 blocks) stays a matrix product."""
     out = shortcut_analysis(model, ctx.images)
-    out["macs"] = fft_macs(model, int(ctx.config["data"]["img_size"]))
-    return out
+    counted = copy.deepcopy(model).float().cpu()  # the counter feeds a CPU input
+    for m in counted.modules():
+        if isinstance(m, CirculantLinear):
+            m.fft = m.block > 1
+    return {**out, "macs": count_macs(counted, int(ctx.config["data"]["img_size"]))}

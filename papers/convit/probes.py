@@ -110,12 +110,6 @@ def table6_masked_attention(model: nn.Module, data, labels=None, ks=TABLE6_KS, e
     return rows
 
 
-def _unwrap(model: nn.Module) -> nn.Module:
-    """The plain model under DistributedDataParallel (.module) and torch.compile (._orig_mod)."""
-    model = getattr(model, "module", model)
-    return getattr(model, "_orig_mod", model)
-
-
 class LocalityTracker:
     """End-of-epoch records for ConViT Figs. 4-6 on a fixed probe batch.
 
@@ -129,7 +123,8 @@ class LocalityTracker:
         self.history: list[dict] = []
 
     def __call__(self, model: nn.Module, epoch: int) -> dict:
-        model = _unwrap(model)
+        model = getattr(model, "module", model)  # the plain model under DistributedDataParallel
+        model = getattr(model, "_orig_mod", model)  # and under torch.compile
         images = self.images.to(next(model.parameters()).device)
         record = {
             "epoch": epoch,
@@ -145,12 +140,8 @@ class LocalityTracker:
 
 @register("convit.locality")
 def locality(model: nn.Module, ctx) -> dict:
-    """Train-time probe (every epoch and at the end) for Figs. 4-6 on the engine's fixed test batch.
-
-    Per layer and head: nonlocality on each layer's actual input and as the released code measured it,
-    and for ConViT sigmoid(lambda); ``*_layers`` are the head means, one value per layer, which the
-    report draws against the epoch from the run's history.
-    """
+    """Train-time probe (every epoch and at the end) for Figs. 4-6 on the engine's fixed test batch: the
+    ``LocalityTracker`` record and ``*_layers``, its head means per layer, which the report draws against the epoch."""
     rec = LocalityTracker(ctx.images)(model, ctx.epoch)
     out = {"nonlocality": rec["nonlocality"], "nonlocality_official_bug": rec["nonlocality_official_bug"],
            "nonlocality_layers": [sum(h) / len(h) for h in rec["nonlocality"]]}
@@ -171,11 +162,9 @@ def table5_run(config: dict, source) -> dict:
 
 @register("convit.table6_run")
 def table6_run(config: dict, source) -> dict:
-    """Probe run (Table 6, one row): content or position attention masked in the first k GPSA layers.
-
-    ``args.k`` is the number of layers masked in this model; ``args.k_paper`` the paper's row (3, 5,
-    10 of 10 GPSA layers), mapped to the same share of a shallower model at reduced scales.
-    """
+    """Probe run (Table 6, one row): content or position attention masked in the first ``args.k`` GPSA layers
+    of this model; ``args.k_paper`` is the paper's row (3, 5, 10 of 10 GPSA layers), mapped to the same share of
+    a shallower model at reduced scales."""
     from .reuse import trained
 
     args = config.get("args") or {}

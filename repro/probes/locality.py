@@ -27,11 +27,6 @@ from repro.models.attention import relative_offsets
 from repro.probes.hooks import eval_mode, record_blocks
 
 
-def patch_distances(grid: tuple[int, int], device=None) -> torch.Tensor:
-    """(N, N) Euclidean distance, in patches, between query patch i and key patch j."""
-    return relative_offsets(tuple(grid), device=device).float().norm(dim=-1)
-
-
 def nonlocality(attn: torch.Tensor, grid: tuple[int, int], num_prefix: int = 0) -> torch.Tensor:
     """(H,) nonlocality per head of attention weights (B, H, N, N) or (H, N, N) over a patch grid."""
     gh, gw = grid
@@ -42,7 +37,8 @@ def nonlocality(attn: torch.Tensor, grid: tuple[int, int], num_prefix: int = 0) 
     a = attn[..., num_prefix:, num_prefix:].float()
     if num_prefix:
         a = a / a.sum(dim=-1, keepdim=True)
-    per_query = (a * patch_distances(grid, a.device)).sum(dim=-1)  # (..., H, L)
+    distances = relative_offsets(tuple(grid), device=a.device).float().norm(dim=-1)  # ||delta_ij||, in patches
+    per_query = (a * distances).sum(dim=-1)  # (..., H, L)
     return per_query.mean(dim=-1).reshape(-1, per_query.shape[-2]).mean(dim=0)
 
 
@@ -74,10 +70,8 @@ def layer_nonlocality(model: nn.Module, images: torch.Tensor) -> list[list[float
 
 @torch.no_grad()
 def layer_nonlocality_official_bug(model: nn.Module, images: torch.Tensor) -> list[list[float]]:
-    """Nonlocality [layer][head] as the released code measured it: raw patch embeddings fed to every layer.
-
-    Kept to show the size of the difference (issue #23); use ``layer_nonlocality`` for findings.
-    """
+    """Nonlocality [layer][head] as the released code measured it, raw patch embeddings fed to every layer:
+    kept to show the size of the difference (issue #23); use ``layer_nonlocality`` for findings."""
     with eval_mode(model):
         x = model.patch_embed(images)
         return _per_layer(model, lambda i: model.blocks[i].attn.attention_map(x), lambda i: x.shape[1])
