@@ -63,27 +63,18 @@ def shortcut_analysis(model: nn.Module, images: torch.Tensor) -> dict:
     return out
 
 
-def probe_images(config: dict, count: int, size: int | None = None) -> torch.Tensor:
-    """``count`` test images spread over the test set, as the engine hands them to the probes of a train run,
-    resized (bicubic) to ``size`` when the model's resolution is not the data's (Aug-ViT-S at 224 px on CIFAR)."""
-    data = build_data(config["data"], config["recipe"], seed=0)
-    images = data.test.sample(count)[0]
-    if size and images.shape[-1] != size:
-        images = F.interpolate(images, size=size, mode="bicubic", align_corners=False)
-    return images
-
-
 @register("augvit.diversity_at_init")
 def diversity_at_init(config: dict) -> dict:
-    """Probe run: ``shortcut_analysis`` of a freshly initialised config['model'].
-
-    probe_args: ``seed`` (weights), ``images`` (how many test images).
-    """
+    """Probe run: ``shortcut_analysis`` of a freshly initialised config['model'] (probe_args: ``seed`` of the
+    weights) on ``images`` test images spread over the test set, as the engine hands them to a train run's probes."""
     args = config.get("probe_args") or {}
     torch.manual_seed(int(args.get("seed", 0)))
     model = create_model(config, int(config["data"]["num_classes"])).eval()
     size = model.patch_embed.img_size[0]
-    return shortcut_analysis(model, probe_images(config, int(args.get("images", 64)), size))
+    images = build_data(config["data"], config["recipe"], seed=0).test.sample(int(args.get("images", 64)))[0]
+    if images.shape[-1] != size:  # bicubic to the model's resolution (Aug-ViT-S at 224 px on CIFAR images)
+        images = F.interpolate(images, size=size, mode="bicubic", align_corners=False)
+    return shortcut_analysis(model, images)
 
 
 @register("augvit.cost")

@@ -19,7 +19,6 @@ from repro.functions import register
 from repro.probes.hooks import eval_mode
 from repro.probes.locality import gating, gpsa_modules, layer_nonlocality, layer_nonlocality_official_bug
 
-TABLE6_KS = (3, 5, 10)
 MASKS = {"content": float("inf"), "position": float("-inf")}  # lambda giving sigmoid(lambda) = 1 or 0
 
 
@@ -88,7 +87,7 @@ def table5_pos_embed(model: nn.Module, data, labels=None, evaluate_fn=evaluate) 
     return {"top1": top1, "top1_pos_masked": masked}
 
 
-def table6_masked_attention(model: nn.Module, data, labels=None, ks=TABLE6_KS, evaluate_fn=evaluate) -> list[dict]:
+def table6_masked_attention(model: nn.Module, data, labels=None, ks=(3, 5, 10), evaluate_fn=evaluate) -> list[dict]:
     """ConViT Table 6: top-1 with content or positional attention masked in the first k GPSA layers.
 
     k larger than the number of GPSA layers (reduced depth) is clipped to it; ``k_used`` says so.

@@ -26,9 +26,6 @@ from repro.probes.speed import throughput
 from repro.train import ddp
 from repro.train.model import register_models
 
-SMOKE_SPEED = {"batch": 1, "steps": 1, "warmup": 0}  # smoke runs check the path, not the number
-
-
 def count(name: str, img_size: int = 224, **kwargs) -> dict:
     """Heads, width, parameters and MACs (all / without attention matmuls) of a timm model at ``img_size``."""
     register_models("convit")
@@ -54,7 +51,7 @@ def measure(config: dict) -> dict:
     out = count(name, size, **kwargs)
     speed = {"batch": 128, "steps": 10, "warmup": 3, "amp": False, **(args.get("speed") or {})}
     if config.get("mode") == "smoke":
-        speed.update(SMOKE_SPEED)
+        speed.update(batch=1, steps=1, warmup=0)  # smoke runs check the path, not the number
     device = ddp.setup("auto").device
     model = timm.create_model(name, img_size=size, **kwargs).to(device)
     batch, steps, amp = int(speed["batch"]), int(speed["steps"]), bool(speed["amp"])

@@ -125,8 +125,7 @@ def transfer_error_table(kernels=(3, 5), patches=(4, 8, 16), channels=(1, 3), gr
                 err = patch_errors(y_conv, y_attn)
                 inside = interior_mask(g, p, k)
                 predicted = predicted_border_output(x, layer, bias_form)
-                radius = neighbourhood_radius(k, p)
-                offsets = head_offsets(radius)
+                offsets = head_offsets(neighbourhood_radius(k, p))
                 amap = attn.attention_map(x)[0, : len(offsets)].double()
                 amap_dev = (amap - predicted_attention(g, offsets, bias_form)).abs().max().item()
                 rows.append({

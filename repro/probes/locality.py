@@ -42,16 +42,12 @@ def nonlocality(attn: torch.Tensor, grid: tuple[int, int], num_prefix: int = 0) 
     return per_query.mean(dim=-1).reshape(-1, per_query.shape[-2]).mean(dim=0)
 
 
-def _grid(model: nn.Module) -> tuple[int, int]:
+def _per_layer(model: nn.Module, attention_of, token_counts) -> list[list[float]]:
     grid = getattr(model, "grid_size", None) or getattr(getattr(model, "patch_embed", None), "grid_size", None)
     if grid is None:
         raise ValueError(f"{type(model).__name__} has no grid_size or patch_embed.grid_size; nonlocality needs "
                          f"the patch grid")
-    return tuple(grid)
-
-
-def _per_layer(model: nn.Module, attention_of, token_counts) -> list[list[float]]:
-    grid = _grid(model)
+    grid = tuple(grid)
     patches = grid[0] * grid[1]
     out = []
     for i in range(len(model.blocks)):
