@@ -94,18 +94,14 @@ def bench_size(width: int, depth: int, batch: int, steps: int, rounds: int) -> d
                for v, (t, loss) in best.items()}}
 
 
-def _parser() -> argparse.ArgumentParser:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="72x6,108x6,192x12", help="width x depth, comma-separated")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--steps", type=int, default=8, help="timed steps a round")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", type=Path, default=Path("results/bench"))
-    return ap
-
-
-def main(argv=None) -> None:
-    args = _parser().parse_args(argv)
+    args = ap.parse_args(argv)
     torch.set_num_threads(1)
     if not precision.cpu_has_native_bf16():
         print("this CPU has no native bf16: cpu_precision=bf16 trains in fp32 here, and the bf16 rows time fp32")

@@ -55,18 +55,6 @@ def timed(fn, steps: int, device: torch.device) -> float:
     return (time.perf_counter() - t0) / steps
 
 
-def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="repro_deit_tiny_c32", help="timm name of the 32 px model")
-    ap.add_argument("--scale", default="small", help="scale whose recipe overrides apply (default small)")
-    ap.add_argument("--batch", type=int, help="batch size (default: the scale's; 64 on CPU)")
-    ap.add_argument("--steps", type=int, help="timed steps per loop (default 50 GPU, 5 CPU)")
-    ap.add_argument("--synthetic", action="store_true", help="synthetic pixels of CIFAR's shape")
-    ap.add_argument("--compile", action="store_true", help="torch.compile the model")
-    ap.add_argument("--out", type=Path, default=Path("results/bench"))
-    return ap
-
-
 def engine_step(cfg: dict, model: str, steps: int, device: torch.device, compile_: bool = False):
     """(the engine's endless batches, its step on one batch) for a run of ``model`` at ``cfg``: on the
     scale's data, or synthetic pixels of its shape when that is not on disk (enough for ``steps`` batches)."""
@@ -80,7 +68,15 @@ def engine_step(cfg: dict, model: str, steps: int, device: torch.device, compile
 
 
 def main(argv=None) -> None:
-    args = _parser().parse_args(argv)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="repro_deit_tiny_c32", help="timm name of the 32 px model")
+    ap.add_argument("--scale", default="small", help="scale whose recipe overrides apply (default small)")
+    ap.add_argument("--batch", type=int, help="batch size (default: the scale's; 64 on CPU)")
+    ap.add_argument("--steps", type=int, help="timed steps per loop (default 50 GPU, 5 CPU)")
+    ap.add_argument("--synthetic", action="store_true", help="synthetic pixels of CIFAR's shape")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model")
+    ap.add_argument("--out", type=Path, default=Path("results/bench"))
+    args = ap.parse_args(argv)
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
     cfg = run_config(args.scale, args.synthetic, args.batch or (None if cuda else 64))

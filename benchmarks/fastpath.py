@@ -176,28 +176,6 @@ def variants(names: list[str], model: str, cfg: dict, steps: int, rounds: int, d
     return out
 
 
-def _percent(x: float | None) -> str:
-    return "n/a (no peak stated for this device)" if x is None else f"{100 * x:.1f} %"
-
-
-def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="repro_deit_tiny_c32", help="timm name of the 32 px model")
-    ap.add_argument("--batch", type=int, help="batch size (default: the small scale's 512 on a GPU, 64 on a CPU)")
-    ap.add_argument("--steps", type=int, help="timed steps per loop (default 50 GPU, 5 CPU)")
-    ap.add_argument("--pack", type=int, help="runs fused for packed_speedup (default 8 GPU, 4 CPU)")
-    ap.add_argument("--pack-batch", type=int, help="their batch size (default: the cpu scale's 64)")
-    ap.add_argument("--rounds", type=int, help="alternating rounds, each loop's best kept (default 1 GPU, 2 CPU)")
-    ap.add_argument("--processes", action="store_true", help="also time the K runs as K concurrent processes")
-    ap.add_argument("--variants", help="comma-separated ways to run the fast path's step: eager or a torch.compile "
-                    "mode (default, reduce-overhead, ...), each optionally +fused (fused AdamW); default on a GPU "
-                    f"{','.join(GPU_VARIANTS)}, on a CPU eager")
-    ap.add_argument("--compile", action="store_true", help="torch.compile the fused runs' update")
-    ap.add_argument("--threads", type=int, help="torch CPU threads (default 1 on a CPU: the cpu scale's per run)")
-    ap.add_argument("--out", type=Path, default=Path("results/bench"))
-    return ap
-
-
 def fast_path(args, cfg: dict, names: list[str], steps: int, rounds: int, device: torch.device) -> dict:
     """Today's engine step, then the fast path in each variant; the numbers of the fastest, and a table."""
     batch = int(cfg["recipe"]["batch_size"])
@@ -226,7 +204,21 @@ def fast_path(args, cfg: dict, names: list[str], steps: int, rounds: int, device
 
 
 def main(argv=None) -> None:
-    args = _parser().parse_args(argv)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="repro_deit_tiny_c32", help="timm name of the 32 px model")
+    ap.add_argument("--batch", type=int, help="batch size (default: the small scale's 512 on a GPU, 64 on a CPU)")
+    ap.add_argument("--steps", type=int, help="timed steps per loop (default 50 GPU, 5 CPU)")
+    ap.add_argument("--pack", type=int, help="runs fused for packed_speedup (default 8 GPU, 4 CPU)")
+    ap.add_argument("--pack-batch", type=int, help="their batch size (default: the cpu scale's 64)")
+    ap.add_argument("--rounds", type=int, help="alternating rounds, each loop's best kept (default 1 GPU, 2 CPU)")
+    ap.add_argument("--processes", action="store_true", help="also time the K runs as K concurrent processes")
+    ap.add_argument("--variants", help="comma-separated ways to run the fast path's step: eager or a torch.compile "
+                    "mode (default, reduce-overhead, ...), each optionally +fused (fused AdamW); default on a GPU "
+                    f"{','.join(GPU_VARIANTS)}, on a CPU eager")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the fused runs' update")
+    ap.add_argument("--threads", type=int, help="torch CPU threads (default 1 on a CPU: the cpu scale's per run)")
+    ap.add_argument("--out", type=Path, default=Path("results/bench"))
+    args = ap.parse_args(argv)
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
     if args.threads or not cuda:
@@ -240,8 +232,9 @@ def main(argv=None) -> None:
     out = dict(commit=git_state()["git_sha"][:7], steps=steps, rounds=rounds, compile=args.compile, amp_bf16=cuda,
                threads=torch.get_num_threads(), **fast_path(args, cfg, names, steps, rounds, device),
                complete=False)  # saved now, so that a bench stopped at its time limit still leaves these
+    mfu = "n/a (no peak stated for this device)" if out["mfu"] is None else f"{100 * out['mfu']:.1f} %"
     print(f"\nfast path ({out['variant']}) / engine: {out['speedup_vs_engine']:.2f}x; outside the model: "
-          f"{100 * out['data_share']:.1f} %; MFU: {_percent(out['mfu'])}; wrote {save(args.out, '-fastpath', out)}")
+          f"{100 * out['data_share']:.1f} %; MFU: {mfu}; wrote {save(args.out, '-fastpath', out)}")
     cpu_cfg = run_config("cpu", synthetic=True, batch=args.pack_batch)
     pack = packed(k, cpu_cfg, steps, device, rounds, args.compile)
     out.update(pack)

@@ -39,13 +39,6 @@ from repro.train.model import register_models
 from benchmarks.device import device_name
 
 
-@contextlib.contextmanager
-def cache_dir():
-    """Checkpoints in a throw-away REPRO_CACHE_DIR: the check never touches real runs."""
-    with tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp, mock.patch.dict(os.environ, REPRO_CACHE_DIR=tmp):
-        yield
-
-
 def small_run(paper: str, cuda: bool, steps_per_epoch: int) -> tuple[RunSpec, str]:
     """The paper's first small run that trains from scratch (its plan's first train run with no ``init``), cut to
     two epochs of ``steps_per_epoch``, on its dataset when present (else synthetic pixels); and a note saying
@@ -81,7 +74,9 @@ def check(paper: str, d: ddp.Dist, compiled: bool, steps_per_epoch: int) -> str:
     """One paper: train, maybe compiled, then stop + resume; its report line (raises on a mismatch)."""
     cuda = d.device.type == "cuda"
     spec, data = small_run(paper, cuda, steps_per_epoch)
-    with cache_dir(), contextlib.redirect_stdout(io.StringIO()):  # the engine's epoch lines
+    # checkpoints in a throw-away REPRO_CACHE_DIR (the check never touches real runs); the engine's epoch lines muted
+    with (tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp, mock.patch.dict(os.environ, REPRO_CACHE_DIR=tmp),
+          contextlib.redirect_stdout(io.StringIO())):
         plain = train(spec, runtime(d, False, persist=False))
         speed = f"{images_per_s(plain):,.0f} img/s"
         if compiled:

@@ -37,29 +37,6 @@ PAIRS = [
 ]
 
 
-def bench_one(name: str, kwargs: dict, img: int, batch: int, train: bool, steps: int, device, compile_: bool):
-    model = timm.create_model(name, **kwargs).to(device)
-    if compile_:
-        model = torch.compile(model)
-    r = throughput(model, batch=batch, img_size=img, train=train, steps=steps, amp=True)
-    del model
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats()
-    return r
-
-
-def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--batch", type=int, help="batch size (default 128 on GPU, 8 at 224 px / 32 at 32 px on CPU)")
-    ap.add_argument("--steps", type=int, help="timed steps (default 20 GPU, 5 CPU)")
-    ap.add_argument("--rounds", type=int, help="alternating ours/timm rounds, best kept (default 1 GPU, 2 CPU)")
-    ap.add_argument("--compile", action="store_true", help="also measure torch.compile'd models")
-    ap.add_argument("--only", help="regex on the row label")
-    ap.add_argument("--out", type=Path, default=Path("results/bench"))
-    return ap
-
-
 def pair_row(pair: tuple, macs: int, batch: int, train: bool, compile_: bool, steps: int, rounds: int,
              device) -> dict:
     """Ours and timm's model of one pair, timed in alternating rounds, each side's best round kept;
@@ -68,8 +45,14 @@ def pair_row(pair: tuple, macs: int, batch: int, train: bool, compile_: bool, st
     best = {ours: {"images_per_s": 0.0}, ref: {"images_per_s": 0.0}}
     for _ in range(rounds):
         for name in (ours, ref):
-            best[name] = max(best[name], bench_one(name, kw, img, batch, train, steps, device, compile_),
-                             key=lambda r: r["images_per_s"])
+            model = timm.create_model(name, **kw).to(device)
+            r = throughput(torch.compile(model) if compile_ else model, batch=batch, img_size=img, train=train,
+                           steps=steps, amp=True)
+            best[name] = max(best[name], r, key=lambda x: x["images_per_s"])
+            del model
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+                torch.cuda.reset_peak_memory_stats()
     r_ours, r_ref = best[ours], best[ref]
     peak = peak_flops(device_name())
     mfu = (2 * macs * (3 if train else 1) * r_ours["images_per_s"] / peak) if peak else None
@@ -100,7 +83,14 @@ def convit_deit_ratios(rows: list[dict]) -> list[dict]:
 
 
 def main(argv=None) -> None:
-    args = _parser().parse_args(argv)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batch", type=int, help="batch size (default 128 on GPU, 8 at 224 px / 32 at 32 px on CPU)")
+    ap.add_argument("--steps", type=int, help="timed steps (default 20 GPU, 5 CPU)")
+    ap.add_argument("--rounds", type=int, help="alternating ours/timm rounds, best kept (default 1 GPU, 2 CPU)")
+    ap.add_argument("--compile", action="store_true", help="also measure torch.compile'd models")
+    ap.add_argument("--only", help="regex on the row label")
+    ap.add_argument("--out", type=Path, default=Path("results/bench"))
+    args = ap.parse_args(argv)
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
     steps = args.steps or (20 if cuda else 5)

@@ -1,6 +1,6 @@
 """Aug-ViT's feature-diversity analysis (main paper Fig. 1 / Theorem 2; supplement Eq. S.1-S.7).
 
-Two measurements on the shared core's modules:
+Three measurements on the shared core's modules:
 
 1. ``diversity_curves``: r(Z_l) / r(Z_0) per block for (a) attention only, no shortcuts, (b) DeiT
    (identity shortcuts), (c) Aug-ViT with augmented shortcuts beside the MSA only and (d) beside MSA
@@ -14,7 +14,6 @@ Two measurements on the shared core's modules:
    composite l1/l_inf norm with a data-dependent constant, not in the Frobenius norm r uses. Because
    that term is >= 0, a measured r(Z_{l+1}) at or below H alpha_l r(Z_l) proves both forms of S.4 hold;
    above 2 H alpha_l r(Z_l) the verdict would hang on gamma' (reported as undecided).
-
 3. ``s6_s7_bound``: Eq. S.6 and S.7 block by block in the supplement's S2 setting (an AugMSA + AugMLP
    stack without LayerNorm built from the model's own modules):
        S.6  r(Z_{l+1}) <= (delta + beta_l) r(Z'_l),   S.7  r(Z_{l+1}) <= (delta + beta_l) H alpha_l r(Z_l)
@@ -22,10 +21,8 @@ Two measurements on the shared core's modules:
    the MLP's Lipschitz bound (spectral norms), beta_l = 1 + sum_i lambda ||Theta'_li||. S.5 and S.8 unroll
    S.4 and S.7 over the depth with gamma, which the supplement does not define numerically: not evaluated.
 
-The core's Block always adds its identity shortcut. Variant (a) needs a block without one, so
-``ShortcutFreeBlock`` composes a core block's own ``norm1``/``attn`` (and optionally ``norm2``/``mlp``)
-without the additions; a ``shortcut=False`` constructor argument on the core Block would make it a
-plain config.
+Variant (a) needs a block without its identity shortcut, which the core's Block always adds: hence
+``ShortcutFreeBlock`` (a ``shortcut=False`` argument on the core Block would make it a plain config).
 """
 from __future__ import annotations
 
@@ -38,7 +35,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from repro.models import AugmentedShortcut, CirculantLinear  # also registers the repro_* names with timm
-from repro.probes.diversity import block_input, diversity_curve, feature_diversity, layerwise, relative_diversity
+from repro.probes.diversity import block_input, diversity_curve, feature_diversity
+from repro.probes.hooks import eval_mode
 
 VARIANTS = ("attention_only", "deit", "augvit_msa", "augvit_msa_mlp")
 
@@ -74,29 +72,26 @@ def shortcut_alpha(shortcut: AugmentedShortcut | None, lam: float) -> float:
 
 
 class ShortcutFreeBlock(nn.Module):
-    """x -> Attn(LN1 x) [-> MLP(LN2 .)]: a core block's own modules with its identity shortcuts removed."""
+    """x -> Attn(LN1 x): a core block's own attention with its identity shortcut removed (and no MLP)."""
 
-    def __init__(self, block: nn.Module, mlp: bool = False):
+    def __init__(self, block: nn.Module):
         super().__init__()
         self.norm1, self.attn = block.norm1, block.attn
-        self.norm2, self.mlp = (block.norm2, block.mlp) if mlp else (None, None)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.attn(self.norm1(x))
-        return x if self.mlp is None else self.mlp(self.norm2(x))
+        return self.attn(self.norm1(x))
 
 
-def cut_shortcuts(model: nn.Module, keep_mlp_without_shortcuts: bool = False) -> dict[str, nn.Module]:
+def cut_shortcuts(model: nn.Module) -> dict[str, nn.Module]:
     """Any repro ViT with some of its shortcuts removed, keyed by the variant it becomes: the weights are copies.
 
     'augvit_msa_mlp' is the model itself, 'augvit_msa' drops the MLP's augmented shortcuts, 'deit' drops
-    every augmented shortcut, 'attention_only' turns every block into a ShortcutFreeBlock (with
-    ``keep_mlp_without_shortcuts`` the MLP stays, also without a shortcut). Removing a shortcut the model
-    does not have changes nothing, so for a DeiT the first three are the same network.
+    every augmented shortcut, 'attention_only' turns every block into a ShortcutFreeBlock. Removing a
+    shortcut the model does not have changes nothing, so for a DeiT the first three are the same network.
     """
     out = {}
     a = copy.deepcopy(model)
-    a.blocks = nn.ModuleList(ShortcutFreeBlock(b, mlp=keep_mlp_without_shortcuts) for b in a.blocks)
+    a.blocks = nn.ModuleList(ShortcutFreeBlock(b) for b in a.blocks)
     out["attention_only"] = a
     for name, drop in (("deit", ("aug_attn", "aug_mlp")), ("augvit_msa", ("aug_mlp",))):
         m = copy.deepcopy(model)
@@ -109,17 +104,12 @@ def cut_shortcuts(model: nn.Module, keep_mlp_without_shortcuts: bool = False) ->
     return out
 
 
-def variants(augvit: nn.Module, keep_mlp_without_shortcuts: bool = False) -> dict[str, nn.Module]:
-    """The four models (a)-(d) cut from one Aug-ViT with shortcuts on MSA and MLP, sharing its weights.
-
-    (a) every block becomes a ShortcutFreeBlock (attention only; with ``keep_mlp_without_shortcuts``
-    the MLP stays, also without a shortcut); (b) both augmented shortcuts removed = DeiT; (c) the MLP's
-    removed = Aug-ViT with aug_mlp=False; (d) the model itself.
-    """
+def variants(augvit: nn.Module) -> dict[str, nn.Module]:
+    """``cut_shortcuts`` of an Aug-ViT with shortcuts on MSA and MLP: the supplement's models (a)-(d)."""
     if any(getattr(b, "aug_attn", None) is None or getattr(b, "aug_mlp", None) is None for b in augvit.blocks):
         raise ValueError("variants() needs an Aug-ViT with augmented shortcuts on MSA and MLP "
                          "(aug_paths > 0, aug_mlp=True), e.g. timm.create_model('repro_deit_tiny_c32', aug_paths=2)")
-    return cut_shortcuts(augvit, keep_mlp_without_shortcuts)
+    return cut_shortcuts(augvit)
 
 
 def build_augvit(model_name: str = "repro_deit_tiny_c32", seed: int = 0, aug_paths: int = 2,
@@ -132,9 +122,9 @@ def build_augvit(model_name: str = "repro_deit_tiny_c32", seed: int = 0, aug_pat
     return timm.create_model(model_name, aug_paths=aug_paths, aug_mlp=True, aug_scale=aug_scale, **kwargs).eval()
 
 
-def diversity_curves(augvit: nn.Module, images: torch.Tensor, **variant_kw) -> dict[str, dict[str, list[float]]]:
+def diversity_curves(augvit: nn.Module, images: torch.Tensor) -> dict[str, dict[str, list[float]]]:
     """``diversity_curve`` for each of the variants (a)-(d) of one Aug-ViT."""
-    return {name: diversity_curve(m, images) for name, m in variants(augvit, **variant_kw).items()}
+    return {name: diversity_curve(m, images) for name, m in variants(augvit).items()}
 
 
 def _aug_msa_steps(model: nn.Module, images: torch.Tensor, setting: str) -> list[tuple]:
@@ -148,21 +138,28 @@ def _aug_msa_steps(model: nn.Module, images: torch.Tensor, setting: str) -> list
     """
     with torch.no_grad():
         if setting == "stack":
-            with block_input(model.blocks[0]) as first:
-                model(images)
-            z, steps = first["z"], []
+            z, steps = embedded_tokens(model, images), []
             for blk in model.blocks:
-                out = z + blk.attn(z)
-                if getattr(blk, "aug_attn", None) is not None:
-                    out = out + blk.aug_attn(z)
-                steps.append((z, out, blk))
-                z = out
+                steps.append((z, aug_msa(blk, z), blk))
+                z = steps[-1][1]
             return steps
         with ExitStack() as stack:
             ins = [stack.enter_context(block_input(b)) for b in model.blocks]
             mids = [stack.enter_context(block_input(b.norm2)) for b in model.blocks]
             model(images)
         return [(i["z"], m["z"], b) for i, m, b in zip(ins, mids, model.blocks)]
+
+
+def embedded_tokens(model: nn.Module, images: torch.Tensor) -> torch.Tensor:
+    """Z_0: the embedded tokens that enter the first block."""
+    with block_input(model.blocks[0]) as first:
+        model(images)
+    return first["z"]
+
+
+def aug_msa(blk: nn.Module, z: torch.Tensor) -> torch.Tensor:
+    """Z + MSA(Z) + sum_i T_i(Z): the supplement's AugMSA step on a block's own modules, no LayerNorm."""
+    return z + blk.attn(z) + (blk.aug_attn(z) if getattr(blk, "aug_attn", None) is not None else 0)
 
 
 def s4_bound(model: nn.Module, images: torch.Tensor, setting: str = "stack") -> list[dict]:
@@ -178,10 +175,8 @@ def s4_bound(model: nn.Module, images: torch.Tensor, setting: str = "stack") -> 
         raise ValueError("s4_bound(setting='model') reads the attention sub-layer's output at norm2's input, "
                          "which is only that stream for pre_ln blocks")
     lam = gelu_lipschitz()
-    was_training = model.training
-    model.eval()
     rows = []
-    try:
+    with eval_mode(model):
         for z_in, z_out, blk in _aug_msa_steps(model, images, setting):
             r_in, r_out = feature_diversity(z_in), feature_diversity(z_out)
             alpha = shortcut_alpha(getattr(blk, "aug_attn", None), lam)
@@ -198,10 +193,7 @@ def s4_bound(model: nn.Module, images: torch.Tensor, setting: str = "stack") -> 
                          "lipschitz": lam, "linear_term": float(linear.mean()),
                          "max_form_linear": float(2 * linear.mean()),
                          "worst_ratio": float((r_out / linear).max()), "verdict": verdict})
-    finally:
-        model.train(was_training)
     return rows
-
 
 
 def mlp_lipschitz(mlp: nn.Module, lam: float) -> float:
@@ -214,23 +206,16 @@ def s6_s7_bound(model: nn.Module, images: torch.Tensor) -> list[dict]:
     """Per block of the S2 stack (no LayerNorm): the largest ratios over images of the measured diversity
     to the bounds of Eq. S.6 (``s6_ratio``) and S.7 without its cubic term (``s7_ratio``); <= 1: holds."""
     lam = gelu_lipschitz()
-    was_training = model.training
-    model.eval()
     rows = []
-    try:
-        with torch.no_grad():
-            with block_input(model.blocks[0]) as first:
-                model(images)
-            z = first["z"]
-            for blk in model.blocks:
-                mid = z + blk.attn(z) + (blk.aug_attn(z) if getattr(blk, "aug_attn", None) is not None else 0)
-                out = mid + blk.mlp(mid) + (blk.aug_mlp(mid) if getattr(blk, "aug_mlp", None) is not None else 0)
-                alpha = shortcut_alpha(getattr(blk, "aug_attn", None), lam)
-                factor = mlp_lipschitz(blk.mlp, lam) + shortcut_alpha(getattr(blk, "aug_mlp", None), lam)
-                r_in, r_mid, r_out = feature_diversity(z), feature_diversity(mid), feature_diversity(out)
-                rows.append({"delta_plus_beta": factor, "s6_ratio": float((r_out / (factor * r_mid)).max()),
-                             "s7_ratio": float((r_out / (factor * blk.attn.num_heads * alpha * r_in)).max())})
-                z = out
-    finally:
-        model.train(was_training)
+    with eval_mode(model), torch.no_grad():
+        z = embedded_tokens(model, images)
+        for blk in model.blocks:
+            mid = aug_msa(blk, z)
+            out = mid + blk.mlp(mid) + (blk.aug_mlp(mid) if getattr(blk, "aug_mlp", None) is not None else 0)
+            alpha = shortcut_alpha(getattr(blk, "aug_attn", None), lam)
+            factor = mlp_lipschitz(blk.mlp, lam) + shortcut_alpha(getattr(blk, "aug_mlp", None), lam)
+            r_in, r_mid, r_out = feature_diversity(z), feature_diversity(mid), feature_diversity(out)
+            rows.append({"delta_plus_beta": factor, "s6_ratio": float((r_out / (factor * r_mid)).max()),
+                         "s7_ratio": float((r_out / (factor * blk.attn.num_heads * alpha * r_in)).max())})
+            z = out
     return rows

@@ -17,9 +17,8 @@ from pathlib import Path
 
 import torch
 
-from repro.probes.diversity import diversity_curve
 from repro.data import build_data
-from repro.probes.diversity import layerwise, patch_cosine_similarity
+from repro.probes.diversity import diversity_curve, layerwise, patch_cosine_similarity
 from repro.runs import cache_root
 from repro.train import checkpoint
 from repro.train.model import create_model

@@ -63,34 +63,18 @@ def shortcut_analysis(model: nn.Module, images: torch.Tensor) -> dict:
     return out
 
 
-def probe_images(config: dict, count: int, size: int | None = None) -> torch.Tensor:
-    """``count`` test images spread over the test set, as the engine hands them to the probes of a train run.
-
-    Resized (bicubic) to ``size`` when the model's resolution is not the data's (Aug-ViT-S at 224 px
-    measured on CIFAR images).
-    """
-    data = build_data(config["data"], config["recipe"], seed=0)
-    images = data.test.sample(count)[0]
-    if size and images.shape[-1] != size:
-        images = F.interpolate(images, size=size, mode="bicubic", align_corners=False)
-    return images
-
-
-def _args(config: dict) -> dict:
-    return dict(config.get("probe_args") or {})
-
-
 @register("augvit.diversity_at_init")
 def diversity_at_init(config: dict) -> dict:
-    """Probe run: ``shortcut_analysis`` of a freshly initialised config['model'].
-
-    probe_args: ``seed`` (weights), ``images`` (how many test images).
-    """
-    args = _args(config)
+    """Probe run: ``shortcut_analysis`` of a freshly initialised config['model'] (probe_args: ``seed`` of the
+    weights) on ``images`` test images spread over the test set, as the engine hands them to a train run's probes."""
+    args = config.get("probe_args") or {}
     torch.manual_seed(int(args.get("seed", 0)))
     model = create_model(config, int(config["data"]["num_classes"])).eval()
     size = model.patch_embed.img_size[0]
-    return shortcut_analysis(model, probe_images(config, int(args.get("images", 64)), size))
+    images = build_data(config["data"], config["recipe"], seed=0).test.sample(int(args.get("images", 64)))[0]
+    if images.shape[-1] != size:  # bicubic to the model's resolution (Aug-ViT-S at 224 px on CIFAR images)
+        images = F.interpolate(images, size=size, mode="bicubic", align_corners=False)
+    return shortcut_analysis(model, images)
 
 
 @register("augvit.cost")
@@ -101,7 +85,7 @@ def cost(config: dict) -> dict:
     the same model with ``aug_fft=False``, the release's dense materialised matrix; for a model without
     augmented shortcuts the two are equal. ``macs_no_attn`` leaves out the attention matmuls.
     """
-    args, spec = _args(config), config["model"]
+    args, spec = config.get("probe_args") or {}, config["model"]
     size = int(args.get("img_size", 224))
     kwargs = {**(spec.get("kwargs") or {}), "img_size": size}
     model = timm.create_model(spec["name"], **kwargs)
@@ -112,21 +96,14 @@ def cost(config: dict) -> dict:
     return out
 
 
-def fft_macs(model: nn.Module, img_size: int) -> float:
-    """MACs with every block-circulant path counted as an FFT product (the paper's convention), whichever
-    product the model computes; on a CPU copy (the counter feeds a CPU input). Dense Theta (1 x 1 blocks)
-    stays a matrix product."""
-    model = copy.deepcopy(model).float().cpu()
-    for m in model.modules():
-        if isinstance(m, CirculantLinear):
-            m.fft = m.block > 1
-    return count_macs(model, img_size)
-
-
 @register("augvit.trained_analysis")
 def trained_analysis(model: nn.Module, ctx) -> dict:
     """Probe of a train run: ``shortcut_analysis`` on the trained model (the engine's fixed test batch)
-    and its MACs at the run's resolution."""
+    and its MACs at the run's resolution, every block-circulant path counted as an FFT product (the paper's
+    convention) whichever product the model computes; dense Theta (1 x 1 blocks) stays a matrix product."""
     out = shortcut_analysis(model, ctx.images)
-    out["macs"] = fft_macs(model, int(ctx.config["data"]["img_size"]))
-    return out
+    counted = copy.deepcopy(model).float().cpu()  # the counter feeds a CPU input
+    for m in counted.modules():
+        if isinstance(m, CirculantLinear):
+            m.fft = m.block > 1
+    return {**out, "macs": count_macs(counted, int(ctx.config["data"]["img_size"]))}

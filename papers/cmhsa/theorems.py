@@ -4,17 +4,6 @@ Every function takes the run's resolved config and reads its parameters from ``c
 the measurements themselves are the shared ones in ``repro.probes.conv_theorems`` (whose docstring
 defines the error measure and the least-squares method). Random kernels and images are drawn from a
 seeded generator, so a rerun gives the same numbers.
-
-- ``transfer_row`` (Theorem 1 / Corollaries 3-4): a random KxK convolution on P x P patches with C
-  channels, transferred exactly (W_Q = W_K = 0, one-hot bias c = 30) into an MHSA layer with the
-  (2 ceil((K-1)/2P) + 1)^2 heads the construction needs; max error on interior and border patches.
-- ``fewest_heads_row`` (Corollaries 3-4, measured): the fewest heads of an MHSA layer built from a random
-  KxK convolution (one-hot heads on the best neighbour patches) that reproduce it on interior patches,
-  found by trying H = 1, 2, ... heads; independent of ``heads_required``.
-- ``lemma2_row`` (Lemma 2): off-target attention mass of the transferred heads at one bias scale c,
-  its excess over the closed form, and the layer's interior output error.
-- ``head_bound_row`` (Theorems 5 / 6): residual of the best fit of a random convolution by H heads
-  of positional attention, at H = bound - 1 and H = bound.
 """
 from __future__ import annotations
 
@@ -35,17 +24,15 @@ def _params(config: dict) -> dict:
     return t
 
 
-def grid_for(kernel: int, patch: int) -> int:
-    """Smallest square grid (>= 4) with interior patches: the receptive field radius m on each side."""
-    return max(4, 2 * neighbourhood_radius(kernel, patch) + 2)
-
-
 @register("cmhsa.transfer_row")
 def transfer_row(config: dict) -> dict:
-    """Theorem 1: transferred MHSA vs the convolution on random N(0, 1) kernels and tokens (float32)."""
+    """Theorem 1 / Corollaries 3-4: a random KxK conv on P x P patches, C channels, transferred exactly
+    (W_Q = W_K = 0, one-hot bias c = 30) into the (2 ceil((K-1)/2P) + 1)^2 heads the construction needs,
+    against the conv on random N(0, 1) tokens (float32): max error on interior and border patches."""
     t = _params(config)
     k, p, c = int(t["kernel"]), int(t["patch"]), int(t["channels"])
-    row = transfer_error_table(kernels=(k,), patches=(p,), channels=(c,), grid=grid_for(k, p),
+    grid = max(4, 2 * neighbourhood_radius(k, p) + 2)  # the smallest (>= 4) with interior patches: m on each side
+    row = transfer_error_table(kernels=(k,), patches=(p,), channels=(c,), grid=grid,
                                scale=float(t.get("scale", DEFAULT_SCALE)), bias_form=t.get("bias_form", "one_hot"),
                                seed=int(t.get("seed", 0)))[0]
     return {key: row[key] for key in ("heads", "grid", "interior_patches", "border_patches", "interior_max_err",
@@ -64,7 +51,8 @@ def fewest_heads_row(config: dict) -> dict:
 
 @register("cmhsa.lemma2_row")
 def lemma2_row(config: dict) -> dict:
-    """Lemma 2 at one scale c (float64, 8x8 grid, K = 3 on 4x4 patches): mass off the target offset."""
+    """Lemma 2 at one scale c (float64, 8x8 grid, K = 3 on 4x4 patches): mass off the target offset, its excess
+    over the closed form, and the layer's interior output error."""
     t = _params(config)
     form = t.get("bias_form", "one_hot")
     row = lemma2_table(scales=(float(t["scale"]),), bias_form=form, seed=int(t.get("seed", 0)))[0]
@@ -75,7 +63,8 @@ def lemma2_row(config: dict) -> dict:
 
 @register("cmhsa.head_bound_row")
 def head_bound_row(config: dict) -> dict:
-    """Theorems 5 / 6 for one random KxK kernel: best-fit residuals just below and at the head bound."""
+    """Theorems 5 / 6 for one random KxK kernel: residuals of the best fits by H heads of positional attention,
+    at H = bound - 1 and H = bound."""
     t = _params(config)
     k, p, c = int(t["kernel"]), int(t["patch"]), int(t["channels"])
     gen = torch.Generator().manual_seed(int(t.get("seed", 0)))

@@ -26,8 +26,7 @@ Scales (protocol and every deviation from the paper: papers/convit/README.md):
 - small: one GPU. The whole CIFAR-10 training set at 32 px, depth 12 and patch 4, the paper's Table 2
          structure at Ti width: ConViT with 9 heads of width 24 (width 216, 3x3 init, 10 GPSA layers)
          against DeiT with 6 heads of width 32 (width 192), the paper's head counts and its 432 / 384
-         width ratio; 20 epochs at f = 1, 3 seeds; speed at batch 128. (Until 2026-11-25 the Ti pair,
-         3 / 4 heads: ConViT's 2x2 init on half-integer offsets, not the paper's ConViT-S.)
+         width ratio; 20 epochs at f = 1, 3 seeds; speed at batch 128.
 - cpu:   the 2-core CPU, about 8 hours (a campaign that spans sessions). All of CIFAR-10 (JPEG copy)
          and its 10,000 test images at 32 px; the paper's Table 2 structure shrunk to depth 6 and patch
          4: ConViT with 9 heads of width 12 (width 108, a 3x3 convolutional init, 5 GPSA layers of 6

@@ -16,9 +16,9 @@ from timm.utils import accuracy
 from torch import nn
 
 from repro.functions import register
-from repro.probes.locality import eval_mode, gating, gpsa_modules, layer_nonlocality, layer_nonlocality_official_bug
+from repro.probes.hooks import eval_mode
+from repro.probes.locality import gating, gpsa_modules, layer_nonlocality, layer_nonlocality_official_bug
 
-TABLE6_KS = (3, 5, 10)
 MASKS = {"content": float("inf"), "position": float("-inf")}  # lambda giving sigmoid(lambda) = 1 or 0
 
 
@@ -87,7 +87,7 @@ def table5_pos_embed(model: nn.Module, data, labels=None, evaluate_fn=evaluate) 
     return {"top1": top1, "top1_pos_masked": masked}
 
 
-def table6_masked_attention(model: nn.Module, data, labels=None, ks=TABLE6_KS, evaluate_fn=evaluate) -> list[dict]:
+def table6_masked_attention(model: nn.Module, data, labels=None, ks=(3, 5, 10), evaluate_fn=evaluate) -> list[dict]:
     """ConViT Table 6: top-1 with content or positional attention masked in the first k GPSA layers.
 
     k larger than the number of GPSA layers (reduced depth) is clipped to it; ``k_used`` says so.
@@ -109,12 +109,6 @@ def table6_masked_attention(model: nn.Module, data, labels=None, ks=TABLE6_KS, e
     return rows
 
 
-def _unwrap(model: nn.Module) -> nn.Module:
-    """The plain model under DistributedDataParallel (.module) and torch.compile (._orig_mod)."""
-    model = getattr(model, "module", model)
-    return getattr(model, "_orig_mod", model)
-
-
 class LocalityTracker:
     """End-of-epoch records for ConViT Figs. 4-6 on a fixed probe batch.
 
@@ -128,7 +122,8 @@ class LocalityTracker:
         self.history: list[dict] = []
 
     def __call__(self, model: nn.Module, epoch: int) -> dict:
-        model = _unwrap(model)
+        model = getattr(model, "module", model)  # the plain model under DistributedDataParallel
+        model = getattr(model, "_orig_mod", model)  # and under torch.compile
         images = self.images.to(next(model.parameters()).device)
         record = {
             "epoch": epoch,
@@ -144,12 +139,8 @@ class LocalityTracker:
 
 @register("convit.locality")
 def locality(model: nn.Module, ctx) -> dict:
-    """Train-time probe (every epoch and at the end) for Figs. 4-6 on the engine's fixed test batch.
-
-    Per layer and head: nonlocality on each layer's actual input and as the released code measured it,
-    and for ConViT sigmoid(lambda); ``*_layers`` are the head means, one value per layer, which the
-    report draws against the epoch from the run's history.
-    """
+    """Train-time probe (every epoch and at the end) for Figs. 4-6 on the engine's fixed test batch: the
+    ``LocalityTracker`` record and ``*_layers``, its head means per layer, which the report draws against the epoch."""
     rec = LocalityTracker(ctx.images)(model, ctx.epoch)
     out = {"nonlocality": rec["nonlocality"], "nonlocality_official_bug": rec["nonlocality_official_bug"],
            "nonlocality_layers": [sum(h) / len(h) for h in rec["nonlocality"]]}
@@ -170,11 +161,9 @@ def table5_run(config: dict, source) -> dict:
 
 @register("convit.table6_run")
 def table6_run(config: dict, source) -> dict:
-    """Probe run (Table 6, one row): content or position attention masked in the first k GPSA layers.
-
-    ``args.k`` is the number of layers masked in this model; ``args.k_paper`` the paper's row (3, 5,
-    10 of 10 GPSA layers), mapped to the same share of a shallower model at reduced scales.
-    """
+    """Probe run (Table 6, one row): content or position attention masked in the first ``args.k`` GPSA layers
+    of this model; ``args.k_paper`` is the paper's row (3, 5, 10 of 10 GPSA layers), mapped to the same share of
+    a shallower model at reduced scales."""
     from .reuse import trained
 
     args = config.get("args") or {}

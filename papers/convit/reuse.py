@@ -22,15 +22,7 @@ import torch
 
 from repro.runs import ConfigError, RunSpec, Source, final_checkpoint
 from repro.train import checkpoint, ddp
-from repro.train.engine import Runtime, evaluate
-
-
-def _runtime() -> Runtime:
-    """The runtime a probe evaluates a source's model under (the command's is not passed down to probes)."""
-    d = ddp.setup("auto")
-    on_gpu = d.device.type == "cuda"
-    return Runtime(dist=d, progress=False, check_every=50 if on_gpu else 1,
-                   num_workers=min(8, os.cpu_count() or 1) if on_gpu else 0, checkpoint_every_s=60.0)
+from repro.train.engine import evaluate
 
 
 @dataclass
@@ -55,11 +47,11 @@ def trained(source: Source) -> Trained:
     spec = source.spec
     if spec.kind != "train":
         raise ConfigError(f"source {spec.run_id} is a {spec.kind} run; a trained model needs a train run")
-    rt = _runtime()
-    cfg, d = spec.config, rt.dist
+    d = ddp.setup("auto")  # the command's runtime is not passed down to probes
+    cfg, on_gpu = spec.config, d.device.type == "cuda"
     data = build_data(cfg["data"], cfg["recipe"], seed=spec.seed, rank=d.rank, world=d.world_size,
-                      device=d.device, num_workers=rt.num_workers)
+                      device=d.device, num_workers=min(8, os.cpu_count() or 1) if on_gpu else 0)
     model = create_model(cfg, data.num_classes)
     checkpoint.restore_module(model, source.weights, final_checkpoint(spec))
-    amp_dtype = torch.bfloat16 if d.device.type == "cuda" else None
+    amp_dtype = torch.bfloat16 if on_gpu else None
     return Trained(spec, model.to(d.device).eval(), data.test, d, amp_dtype)

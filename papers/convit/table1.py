@@ -19,33 +19,26 @@ from __future__ import annotations
 
 import timm
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
 from repro.functions import register
-from repro.models.cost import count_params, macs_without_attention
+from repro.models.cost import count_macs, count_params, macs_without_attention
 from repro.probes.speed import throughput
 from repro.train import ddp
 from repro.train.model import register_models
-
-SMOKE_SPEED = {"batch": 1, "steps": 1, "warmup": 0}  # smoke runs check the path, not the number
-
 
 def count(name: str, img_size: int = 224, **kwargs) -> dict:
     """Heads, width, parameters and MACs (all / without attention matmuls) of a timm model at ``img_size``."""
     register_models("convit")
     with torch.device("meta"):
         model = timm.create_model(name, img_size=img_size, **kwargs)
-    model.eval()
-    with FlopCounterMode(display=False) as fc, torch.no_grad():
-        model(torch.empty(1, 3, img_size, img_size, device="meta"))
-    by_op = {str(k): v / 2 for k, v in fc.get_flop_counts()["Global"].items()}
+    macs, by_op = count_macs(model, img_size, by_op=True)
     heads = {b.attn.num_heads for b in model.blocks}
     if len(heads) != 1:
         raise ValueError(f"{name}: blocks disagree on the number of heads {sorted(heads)}")
     params = count_params(model)
     return {"heads": heads.pop(), "dim": model.embed_dim, "params": params,
             "params_no_head": params - count_params(model.get_classifier()),
-            "macs": fc.get_total_flops() / 2, "macs_no_attn": macs_without_attention(by_op)}
+            "macs": macs, "macs_no_attn": macs_without_attention(by_op)}
 
 
 @register("convit.table1_measure")
@@ -58,7 +51,7 @@ def measure(config: dict) -> dict:
     out = count(name, size, **kwargs)
     speed = {"batch": 128, "steps": 10, "warmup": 3, "amp": False, **(args.get("speed") or {})}
     if config.get("mode") == "smoke":
-        speed.update(SMOKE_SPEED)
+        speed.update(batch=1, steps=1, warmup=0)  # smoke runs check the path, not the number
     device = ddp.setup("auto").device
     model = timm.create_model(name, img_size=size, **kwargs).to(device)
     batch, steps, amp = int(speed["batch"]), int(speed["steps"]), bool(speed["amp"])

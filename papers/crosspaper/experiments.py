@@ -2,24 +2,10 @@
 
 Every row is the scale's shared baseline (a DeiT-style ViT: depth, width, heads, patch, data, recipe,
 epochs and seeds fixed per scale) with one paper's idea applied the way that paper applies it, and
-nothing else changed (``IDEAS`` names the settings each idea may change; tests/test_crosspaper.py checks
-every row's config against the baseline's):
-- baseline:       the shared ViT (pre-LN blocks, MHSA, identity shortcuts, conv patch embedding).
-- convit:         GPSA with the convolutional (locality) init in the first L-1 of L blocks (10 of 12 in
-                  the paper), gates at 1, ConViT's qkv without bias; 9 heads: a 3x3 init on integer offsets.
-- cmhsa:          two-phase training: E/2 epochs of the convolution phase (3x3 convs on the pixel grid,
-                  raw-patch tokens, GAP head, no position embedding), its convs turned into 9 relative-
-                  position attention heads (Li et al. Sec. 4.1, the trainable transfer), then E/2 epochs of
-                  attention. Its token width is fixed by the construction (patch^2 x 3 = 48 at patch 4), so
-                  its width differs from the baseline's: the table shows its parameters.
-- oversmoothing:  the patch-diversification losses (patch-wise contrastive + patch mixing, Figure 2's
-                  "ours"), weight 1 each, added to the baseline's loss.
-- augvit:         augmented shortcuts on MSA and MLP (T = 2 circulant paths, 4x4 blocks, sums x 3/4, as
-                  the release), multiplied densely (the same function as the FFT product).
-- respostln:      Res-Post-LN blocks in place of pre-LN.
-Each trained model is probed at the end (probes.py): every idea's diagnostic on every row (nonlocality,
-last-block CosSim, r(Z_L)/r(Z_0), the last MLP weight's gradient norm at initialisation) and its training
-images/s.
+nothing else changed: what each row changes is papers/crosspaper/README.md's "Rows" (``with_idea``,
+``cmhsa_phases``); ``CHANGES`` names the settings each idea may change, and tests/test_crosspaper.py
+checks every row's config against the baseline's. Each trained model is probed at the end for every
+idea's diagnostic and its training images/s (probes.py).
 
 Scales (papers/crosspaper/README.md):
 - tiny:  CPU minutes: 100 / 50 images per class, depth 4, width 72, 9 heads, patch 4, 2 epochs, 1 seed.

@@ -171,17 +171,12 @@ def figure2(scale: str, seeds: int) -> list[RunSpec]:
                    cell={"row": "random_init", "columns": cols},
                    config={"probe": "oversmoothing.random_init", "model": model(scale, 24),
                            "data": dict(PROTOCOL[scale]["data"])})
-    specs = [init]
-    for seed in range(seeds):
-        specs.append(train_spec(scale, "figure2", "deit", cols, seed, "deit24", model_cfg=model(scale, 24),
-                                recipe_cfg=recipe(scale, "deit")))
-        specs.append(train_spec(scale, "figure2", "ours", cols, seed, "ours24", model_cfg=model(scale, 24),
-                                recipe_cfg=recipe(scale, "deit"), losses="contrastive_mixing"))
-        if PROTOCOL[scale].get("figure2_control"):
-            specs.append(train_spec(scale, "figure2", "deit_cutmix", cols, seed, "deit24_cutmix",
-                                    model_cfg=model(scale, 24), recipe_cfg=recipe(scale, "deit"),
-                                    losses="patch_cutmix"))
-    return specs
+    rows = [("deit", "deit24", "none"), ("ours", "ours24", "contrastive_mixing")]  # row, run name, losses
+    if PROTOCOL[scale].get("figure2_control"):
+        rows.append(("deit_cutmix", "deit24_cutmix", "patch_cutmix"))
+    return [init] + [train_spec(scale, "figure2", row, cols, seed, name, model_cfg=model(scale, 24),
+                                recipe_cfg=recipe(scale, "deit"), losses=losses)
+                     for seed in range(seeds) for row, name, losses in rows]
 
 
 def table1(scale: str, seeds: int) -> list[RunSpec]:

@@ -41,8 +41,6 @@ from repro.functions import register
 from repro.probes.diversity import num_patches, patch_cosine_similarity
 
 TERMS = ("cos", "contrastive", "mixing")
-
-
 COS_FORMS = ("signed", "absolute")
 
 
@@ -68,18 +66,14 @@ def patch_contrastive_loss(e: torch.Tensor, h: torch.Tensor, negatives: str = "m
         raise ValueError(f"patch_contrastive_loss: e {tuple(e.shape)} and h {tuple(h.shape)} must match "
                          "(same patch tokens of the first and the last layer)")
     e = e.detach()
-    positive = (e * h).sum(dim=-1)                                     # (B, n): e_i^T h_i
     if negatives == "mean":
+        positive = (e * h).sum(dim=-1)                                 # (B, n): e_i^T h_i
         against = (e * h.mean(dim=1, keepdim=True)).sum(dim=-1)        # e_i^T hbar
-        logits = torch.stack([positive, against], dim=-1)
-    elif negatives == "patches":
+        return -torch.stack([positive, against], dim=-1).log_softmax(dim=-1)[..., 0].mean()
+    if negatives == "patches":
         logits = e @ h.transpose(1, 2)                                 # (B, n, n): e_i^T h_j
-    else:
-        raise ValueError(f"patch_contrastive_loss: negatives={negatives!r}; choose 'mean' (poster) or 'patches'")
-    log_p = logits.log_softmax(dim=-1)
-    if negatives == "mean":
-        return -log_p[..., 0].mean()
-    return -log_p.diagonal(dim1=-2, dim2=-1).mean()
+        return -logits.log_softmax(dim=-1).diagonal(dim1=-2, dim2=-1).mean()
+    raise ValueError(f"patch_contrastive_loss: negatives={negatives!r}; choose 'mean' (poster) or 'patches'")
 
 
 @dataclass

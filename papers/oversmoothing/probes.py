@@ -1,19 +1,11 @@
 """Figure 2 of patch diversification: layer-wise patch cosine similarity and attention std.
 
-- ``oversmoothing(model, ctx)``: a training probe, run on the trained model and a fixed batch of test
-  images (the engine's ``ctx``). The poster computes the same curves on 10,000 ImageNet training images.
-- ``random_init(config)``: a probe run: the same curves for the run's model at initialisation (Figure 2's
-  "DEIT random init"), on the test images every trained probe sees, and its (chance-level) test top-1.
-- ``count_params(config)``: a probe run: Table 2's model size of ``config['model']`` as named (built on
-  the meta device: no memory, no init).
-- ``poster_cossim(model, data_cfg, device)``: the same CosSim on the poster's image set (up to
-  ``TRAIN_IMAGES`` training images, the test transform), beside the committed metric on the probe batch of
-  test images: Figure 2's caption computes on "a sub-sampled ImageNet training set, 10,000 images".
-
 Per layer l (block l's output, class token dropped): CosSim(h) = 1/(n(n-1)) sum_{i != j} cos(h_i, h_j)
 and the std of each patch's softmax attention row over the n patches, averaged over heads and patches
 (repro.probes.diversity). ``cossim_norm`` is CosSim after the final LayerNorm: the tokens the three
-losses act on, one step past the last block's output that Figure 2 ends with.
+losses act on, one step past the last block's output that Figure 2 ends with. The committed metrics use
+the engine's fixed batch of test images; ``poster_cossim`` puts CosSim on the poster's image set (up to
+``TRAIN_IMAGES`` training images, the test transform) beside them.
 """
 from __future__ import annotations
 
@@ -30,7 +22,7 @@ from repro.data.tensor_loader import TensorEvalLoader, spread
 from repro.functions import register
 from repro.models.cost import count_params as _count
 from repro.probes.diversity import num_patches, oversmoothing_metrics, patch_cosine_similarity
-from repro.probes.hooks import record_blocks
+from repro.probes.hooks import eval_mode, record_blocks
 from repro.train.ddp import Dist
 from repro.train.engine import evaluate
 from repro.train.model import create_model
@@ -50,7 +42,7 @@ def oversmoothing(model: nn.Module, ctx) -> dict:
 
 @register("oversmoothing.random_init")
 def random_init(config: dict) -> dict:
-    """Probe run (config['probe']): Figure 2's metrics of the run's model at initialisation.
+    """Probe run (config['probe']): Figure 2's metrics of the run's model at initialisation ("DEIT random init").
 
     The images are ``PROBE_BATCH`` test images spread over the set, normalised as in training: the batch the
     engine hands its training probes (runtime.probe_batch, default 64). Weights: torch.manual_seed(0).
@@ -103,17 +95,12 @@ def poster_cossim(model: nn.Module, data_cfg: dict, device, images: int = TRAIN_
     """
     patches, depth, count = num_patches(model), len(model.blocks), 0
     sums = [0.0] * (depth + 1)  # per block, then after the final norm
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad(), record_blocks(model) as rec:
-            for x in training_batches(data_cfg, images, device, CHUNK):
-                tokens = model.forward_features(x.to(device))
-                for i, h in enumerate([rec.features[b] for b in range(depth)] + [tokens]):
-                    sums[i] += patch_cosine_similarity(h, h.shape[1] - patches).sum().item()
-                count += len(x)
-    finally:
-        model.train(was_training)
+    with eval_mode(model), torch.no_grad(), record_blocks(model) as rec:
+        for x in training_batches(data_cfg, images, device, CHUNK):
+            tokens = model.forward_features(x.to(device))
+            for i, h in enumerate([rec.features[b] for b in range(depth)] + [tokens]):
+                sums[i] += patch_cosine_similarity(h, h.shape[1] - patches).sum().item()
+            count += len(x)
     layers = [v / count for v in sums[:depth]]
     return {"cossim_train_layers": layers, "cossim_train_last": layers[-1], "cossim_train_norm": sums[depth] / count,
             "cossim_train_images": count}

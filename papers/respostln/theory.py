@@ -125,8 +125,16 @@ def lemma1(d_values=(64, 128, 256, 512), L: int = 48, n_tokens: int = 16, sample
     """
     rows = []
     for d in d_values:
-        with single_thread():
-            sq = _lemma1_norms(d, L, n_tokens, samples, seed, num_heads, act)
+        sq = torch.empty(samples, L + 1, n_tokens)  # ||Y_l,i||^2 for l = 1..L+1 (index 0 is the input Y_1)
+        with single_thread(), torch.no_grad():
+            model = TokenStack(L, d, "res_post_ln", num_heads=num_heads, act=act)
+            for s in range(samples):
+                init_as_proof(model, _seed(seed, L, d, s))
+                x, _ = random_tokens(n_tokens, d, 2, _seed(seed, d, s, 1))
+                sq[s, 0] = x[0].pow(2).sum(-1)
+                for l, blk in enumerate(model.blocks, start=1):
+                    x = blk(x)
+                    sq[s, l] = x[0].pow(2).sum(-1)
         y1 = sq[:, 0].mean().item()
         for l in range(1, L + 1):
             mean, std = sq[:, l].mean().item(), sq[:, l].std().item()
@@ -135,21 +143,6 @@ def lemma1(d_values=(64, 128, 256, 512), L: int = 48, n_tokens: int = 16, sample
                          "ratio": mean / bound, "orthogonal": y1 + 2 * l * d})
     return {"config": {"d_values": list(d_values), "L": L, "n_tokens": n_tokens, "samples": samples,
                        "seed": seed, "num_heads": num_heads, "act": act}, "rows": rows}
-
-
-def _lemma1_norms(d, L, n_tokens, samples, seed, num_heads, act) -> torch.Tensor:
-    """(samples, L + 1, n) squared token norms ||Y_l,i||^2 for l = 1..L+1 (index 0 is the input Y_1)."""
-    model = TokenStack(L, d, "res_post_ln", num_heads=num_heads, act=act)
-    sq = torch.empty(samples, L + 1, n_tokens)
-    for s in range(samples):
-        init_as_proof(model, _seed(seed, L, d, s))
-        x, _ = random_tokens(n_tokens, d, 2, _seed(seed, d, s, 1))
-        with torch.no_grad():
-            sq[s, 0] = x[0].pow(2).sum(-1)
-            for l, blk in enumerate(model.blocks, start=1):
-                x = blk(x)
-                sq[s, l] = x[0].pow(2).sum(-1)
-    return sq
 
 
 def last_layer_grad_norm(model: TokenStack, x: torch.Tensor, y: torch.Tensor) -> float:

@@ -125,8 +125,7 @@ def transfer_error_table(kernels=(3, 5), patches=(4, 8, 16), channels=(1, 3), gr
                 err = patch_errors(y_conv, y_attn)
                 inside = interior_mask(g, p, k)
                 predicted = predicted_border_output(x, layer, bias_form)
-                radius = neighbourhood_radius(k, p)
-                offsets = head_offsets(radius)
+                offsets = head_offsets(neighbourhood_radius(k, p))
                 amap = attn.attention_map(x)[0, : len(offsets)].double()
                 amap_dev = (amap - predicted_attention(g, offsets, bias_form)).abs().max().item()
                 rows.append({
@@ -199,11 +198,6 @@ def fewest_exact_heads(kernel: int, patch: int, channels: int, tol: float = 1e-5
             "errors_by_heads": errors, "candidates": len(order), "tolerance": tol}
 
 
-def _theta(c: float) -> float:
-    """sum over integers n of exp(-c n^2)."""
-    return 1.0 + 2.0 * sum(math.exp(-c * n * n) for n in range(1, 64))
-
-
 @torch.no_grad()
 def lemma2_table(scales=(0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0), grid: int = 8, bias_form: str = "one_hot",
                  kernel: int = 3, patch: int = 4, channels: int = 1, seed: int = 0) -> list[dict]:
@@ -227,8 +221,8 @@ def lemma2_table(scales=(0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0), grid: int = 
                             for h, off in enumerate(offsets)])  # (H, N)
         if bias_form == "one_hot":  # exact for an interior query: e^c / (e^c + N - 1)
             bound = (n - 1) / (math.exp(c) + n - 1)
-        else:  # S <= theta(c)^2 - 1 over all of Z^2, error = S / (1 + S)
-            bound = 1.0 - 1.0 / _theta(c) ** 2
+        else:  # S <= theta(c)^2 - 1 over all of Z^2, error = S / (1 + S); theta(c) = sum over integers n of e^(-c n^2)
+            bound = 1.0 - 1.0 / (1.0 + 2.0 * sum(math.exp(-c * n * n) for n in range(1, 64))) ** 2
         rows.append({"scale": c, "off_target_mass": (1 - mass[:, inside]).max().item(), "bound": bound,
                      "interior_max_err": patch_errors(layer(x), attn(x))[:, inside].max().item()})
     return rows

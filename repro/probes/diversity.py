@@ -1,16 +1,9 @@
 """How alike a ViT's tokens are, layer by layer: feature diversity, patch cosine similarity, attention std.
 
-Three statistics, each batched and taking ``num_prefix_tokens`` (class/distillation tokens at the front
-of the sequence) so that one ``layerwise`` loop can drive all of them:
-
-- ``feature_diversity``: r(Z) = min_z ||Z - 1 z^T||_F (Dong et al. 2021; Aug-ViT Eq. 4). The Frobenius
-  minimiser is the token mean, so r(Z) is the norm of the centred token matrix.
-- ``patch_cosine_similarity``: CosSim(h) = 1/(n(n-1)) sum_{i != j} cos(h_i, h_j) over the n patch tokens
-  (patch diversification, Fig. 2a), in O(n d) through ||sum_i u_i||^2 = sum_i ||u_i||^2 + sum_{i!=j} u_i.u_j.
-- ``attention_std``: the std of each query's softmax row, averaged over heads and queries (Fig. 2b).
-
-``diversity_curve`` (Aug-ViT Figs. 2-3) and ``oversmoothing_metrics`` (patch diversification Fig. 2) put
-them together per model; the cross-paper table measures both on every model, so they live here.
+The three statistics are batched and take ``num_prefix_tokens`` (class/distillation tokens at the front
+of the sequence) so that one ``layerwise`` loop can drive all of them. ``diversity_curve`` (Aug-ViT
+Figs. 2-3) and ``oversmoothing_metrics`` (patch diversification Fig. 2) put them together per model; the
+cross-paper table measures both on every model, so they live here.
 """
 from __future__ import annotations
 
@@ -21,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .hooks import record_blocks
+from .hooks import eval_mode, record_blocks
 
 
 def _drop_prefix(x: torch.Tensor, num_prefix_tokens: int) -> torch.Tensor:
@@ -31,7 +24,8 @@ def _drop_prefix(x: torch.Tensor, num_prefix_tokens: int) -> torch.Tensor:
 
 
 def feature_diversity(z: torch.Tensor, num_prefix_tokens: int = 0) -> torch.Tensor:
-    """r(Z) = ||Z - 1 mean(Z)^T||_F for (..., N, D) tokens -> (...,); 0 exactly when all tokens are equal."""
+    """r(Z) = min_z ||Z - 1 z^T||_F (Dong et al. 2021; Aug-ViT Eq. 4) for (..., N, D) tokens -> (...,): the
+    minimiser is the token mean, so r(Z) = ||Z - 1 mean(Z)^T||_F, 0 exactly when all tokens are equal."""
     z = _drop_prefix(z, num_prefix_tokens).float()
     return (z - z.mean(dim=-2, keepdim=True)).flatten(-2).norm(dim=-1)
 
@@ -47,9 +41,9 @@ def relative_diversity(z: torch.Tensor, num_prefix_tokens: int = 0) -> torch.Ten
 
 
 def patch_cosine_similarity(h: torch.Tensor, num_prefix_tokens: int = 0) -> torch.Tensor:
-    """CosSim over the patch tokens of (B, N, D) features -> (B,); needs n >= 2 patches.
-
-    A zero token has no direction; it counts as cosine 0 with every other token.
+    """CosSim(h) = 1/(n(n-1)) sum_{i != j} cos(h_i, h_j) over the n >= 2 patch tokens of (B, N, D) features
+    -> (B,) (patch diversification Fig. 2a), in O(n d) through ||sum_i u_i||^2 = sum_i ||u_i||^2 + sum_{i!=j}
+    u_i.u_j. A zero token has no direction; it counts as cosine 0 with every other token.
     """
     u = F.normalize(_drop_prefix(h, num_prefix_tokens).float(), dim=-1)
     n = u.shape[-2]
@@ -61,7 +55,7 @@ def patch_cosine_similarity(h: torch.Tensor, num_prefix_tokens: int = 0) -> torc
 
 
 def attention_std(attn: torch.Tensor, num_prefix_tokens: int = 0, unbiased: bool = False) -> torch.Tensor:
-    """Mean over heads and queries of std(S(h_i)) for (B, H, N, N) softmax weights -> (B,).
+    """Mean over heads and queries of std(S(h_i)) for (B, H, N, N) softmax weights -> (B,) (Fig. 2b).
 
     The poster takes S(h_i) in R^n over the n patches, so the rows *and* columns of the first
     ``num_prefix_tokens`` tokens are dropped (the patch entries are not renormalised; pass 0 to keep the
@@ -115,24 +109,18 @@ def layerwise(model: nn.Module, images: torch.Tensor, fn: Callable[..., torch.Te
         p = x.shape[-2] - patches if drop_prefix else 0
         return float(fn(x, num_prefix_tokens=p).mean())
 
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         with torch.no_grad(), record_blocks(model) as rec, block_input(model.blocks[0]) as first:
             model(images)
         out = [value(first["z"])] if include_input else []
         for i in range(len(model.blocks)):
             out.append(value(rec.features[i] if on == "features" else rec.attention(i)))
-    finally:
-        model.train(was_training)
     return out
 
 
 def diversity_curve(model: nn.Module, images: torch.Tensor) -> dict[str, list[float]]:
-    """r(Z_l)/r(Z_0) for l = 0..L over all tokens (class token included: it is a row of Z), and r(Z_l)/||Z_l||_F.
-
-    Works on any repro ViT, trained or not; one forward pass gives both (batch means).
-    """
+    """r(Z_l)/r(Z_0) for l = 0..L over all tokens (class token included: it is a row of Z), and r(Z_l)/||Z_l||_F
+    (batch means), of any repro ViT, trained or not, from one forward pass."""
     relative = []
 
     def both(z: torch.Tensor, num_prefix_tokens: int = 0) -> torch.Tensor:
@@ -147,13 +135,8 @@ def oversmoothing_metrics(model: nn.Module, images: torch.Tensor) -> dict:
     """Figure 2's two curves and their final-layer values for ``model`` on ``images``."""
     cos = layerwise(model, images, patch_cosine_similarity)
     std = layerwise(model, images, attention_std, on="attention")
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            tokens = model.forward_features(images)
-    finally:
-        model.train(was_training)
+    with eval_mode(model), torch.no_grad():
+        tokens = model.forward_features(images)
     n = num_patches(model)
     return {"cossim_layers": cos, "attn_std_layers": std, "cossim_last": cos[-1], "attn_std_last": std[-1],
             "cossim_norm": float(patch_cosine_similarity(tokens, tokens.shape[1] - n).mean())}

@@ -28,21 +28,29 @@ class BlockRecord:
 
 
 @contextmanager
-def record_blocks(model: nn.Module, detach: bool = True):
-    """Hook every block of a repro VisionTransformer (or any model with ``.blocks[i].attn``)."""
+def record_blocks(model: nn.Module):
+    """Hook every block of a repro VisionTransformer (or any model with ``.blocks[i].attn``); keeps detached tensors."""
     rec = BlockRecord(attn_modules=[b.attn for b in model.blocks])
     handles = []
-
-    def keep(t):
-        return t.detach() if detach else t
-
     for i, blk in enumerate(model.blocks):
         handles.append(blk.attn.register_forward_hook(
-            lambda m, args, out, i=i: rec.inputs.__setitem__(i, keep(args[0]))))
+            lambda m, args, out, i=i: rec.inputs.__setitem__(i, args[0].detach())))
         handles.append(blk.register_forward_hook(
-            lambda m, args, out, i=i: rec.features.__setitem__(i, keep(out))))
+            lambda m, args, out, i=i: rec.features.__setitem__(i, out.detach())))
     try:
         yield rec
     finally:
         for h in handles:
             h.remove()
+
+
+@contextmanager
+def eval_mode(model: nn.Module):
+    """Run in eval mode (no drop path between the layers being probed), then restore every module's mode."""
+    modes = {m: m.training for m in model.modules()}
+    model.eval()
+    try:
+        yield model
+    finally:
+        for m, training in modes.items():
+            m.training = training

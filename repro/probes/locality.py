@@ -20,18 +20,11 @@ LayerNorm) to every layer's attention (facebookresearch/convit issue #23).
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import torch
 from torch import nn
 
 from repro.models.attention import relative_offsets
-from repro.probes.hooks import record_blocks
-
-
-def patch_distances(grid: tuple[int, int], device=None) -> torch.Tensor:
-    """(N, N) Euclidean distance, in patches, between query patch i and key patch j."""
-    return relative_offsets(tuple(grid), device=device).float().norm(dim=-1)
+from repro.probes.hooks import eval_mode, record_blocks
 
 
 def nonlocality(attn: torch.Tensor, grid: tuple[int, int], num_prefix: int = 0) -> torch.Tensor:
@@ -44,32 +37,17 @@ def nonlocality(attn: torch.Tensor, grid: tuple[int, int], num_prefix: int = 0) 
     a = attn[..., num_prefix:, num_prefix:].float()
     if num_prefix:
         a = a / a.sum(dim=-1, keepdim=True)
-    per_query = (a * patch_distances(grid, a.device)).sum(dim=-1)  # (..., H, L)
+    distances = relative_offsets(tuple(grid), device=a.device).float().norm(dim=-1)  # ||delta_ij||, in patches
+    per_query = (a * distances).sum(dim=-1)  # (..., H, L)
     return per_query.mean(dim=-1).reshape(-1, per_query.shape[-2]).mean(dim=0)
 
 
-def _grid(model: nn.Module) -> tuple[int, int]:
+def _per_layer(model: nn.Module, attention_of, token_counts) -> list[list[float]]:
     grid = getattr(model, "grid_size", None) or getattr(getattr(model, "patch_embed", None), "grid_size", None)
     if grid is None:
         raise ValueError(f"{type(model).__name__} has no grid_size or patch_embed.grid_size; nonlocality needs "
                          f"the patch grid")
-    return tuple(grid)
-
-
-@contextmanager
-def eval_mode(model: nn.Module):
-    """Run in eval mode (no drop path between the layers being probed), then restore every module's mode."""
-    modes = {m: m.training for m in model.modules()}
-    model.eval()
-    try:
-        yield model
-    finally:
-        for m, training in modes.items():
-            m.training = training
-
-
-def _per_layer(model: nn.Module, attention_of, token_counts) -> list[list[float]]:
-    grid = _grid(model)
+    grid = tuple(grid)
     patches = grid[0] * grid[1]
     out = []
     for i in range(len(model.blocks)):
@@ -88,10 +66,8 @@ def layer_nonlocality(model: nn.Module, images: torch.Tensor) -> list[list[float
 
 @torch.no_grad()
 def layer_nonlocality_official_bug(model: nn.Module, images: torch.Tensor) -> list[list[float]]:
-    """Nonlocality [layer][head] as the released code measured it: raw patch embeddings fed to every layer.
-
-    Kept to show the size of the difference (issue #23); use ``layer_nonlocality`` for findings.
-    """
+    """Nonlocality [layer][head] as the released code measured it, raw patch embeddings fed to every layer:
+    kept to show the size of the difference (issue #23); use ``layer_nonlocality`` for findings."""
     with eval_mode(model):
         x = model.patch_embed(images)
         return _per_layer(model, lambda i: model.blocks[i].attn.attention_map(x), lambda i: x.shape[1])

@@ -14,12 +14,6 @@ from torch import nn
 from ..train.machine import device_name
 
 
-def _autocast(device: torch.device, amp: bool):
-    if amp and device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return nullcontext()
-
-
 def throughput(model: nn.Module, batch: int = 128, img_size: int = 224, train: bool = False,
                steps: int = 10, warmup: int = 3, amp: bool = True, in_chans: int = 3) -> dict:
     """Median images/s over ``steps`` timed iterations (forward, or forward+backward+AdamW step)."""
@@ -31,7 +25,7 @@ def throughput(model: nn.Module, batch: int = 128, img_size: int = 224, train: b
     cuda = device.type == "cuda"
 
     def step():
-        with _autocast(device, amp):
+        with torch.autocast("cuda", dtype=torch.bfloat16) if amp and cuda else nullcontext():
             if train:
                 loss = nn.functional.cross_entropy(model(x), y)
                 opt.zero_grad(set_to_none=True)
