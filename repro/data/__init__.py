@@ -1,15 +1,9 @@
-"""Datasets and loaders for training runs.
-
-``build_data(data_cfg, recipe_cfg, ...)`` picks the pipeline:
-- ``tensor`` (CIFAR-sized data at its own resolution, synthetic): decoded once into a cached uint8
-  tensor, held on the device, augmented per batch there (``batch_aug``);
-- ``loader`` (ImageNet-scale folders, or small data resized up): timm transforms in DataLoader
-  workers (``image_loader``);
-- ``fastpath`` (chosen only by name): the same tensor loader with the other augmentation, RandAugment per
-  image, random erasing and Mixup/CutMix drawn from the run's own generators (``fastpath``), as fused runs
-  need; the pipeline's name is in the hashed data config, so the two never share a run id.
-``data.pipeline=tensor|loader|fastpath`` forces one; ``auto`` chooses tensor or loader as above.
-"""
+"""Datasets and loaders for training runs; ``build_data`` picks the pipeline (``data.pipeline``, or ``auto``):
+- ``tensor`` (CIFAR-sized data at its own resolution, synthetic): decoded once into a cached uint8 tensor on the
+  device, augmented per batch there (``batch_aug``);
+- ``loader`` (ImageNet-scale folders, or small data resized up): timm transforms in DataLoader workers;
+- ``fastpath`` (by name only): the tensor loader with per-image RandAugment and each run's own random streams,
+  as fused runs need (``fastpath``); the name is in the hashed data config, so the two never share a run id."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,10 +1,6 @@
-"""Where datasets live and how a split is listed: torchvision CIFAR, ImageFolder trees, synthetic.
-
-A split is an *ordered* list of images with labels (files sorted per class, or CIFAR's batch order),
-so "the first k images of each class" means the same thing everywhere. The data root is
-``REPRO_DATA_DIR`` (default ``./data``); a missing dataset is one error line that says where we
-looked, the layout we expect and how to get it.
-"""
+"""Where datasets live and how a split is listed: torchvision CIFAR, ImageFolder trees, synthetic. A split is an
+*ordered* list of images (files sorted per class, or CIFAR's order), so "the first k images of each class"
+means one thing everywhere; a missing dataset is one line: where we looked, the layout expected, how to get it."""
 from __future__ import annotations
 
 import os
@@ -178,12 +174,9 @@ def _locate(cfg: dict, split: str) -> Split:
 
 
 def open_split(cfg: dict, split: str) -> Split:
-    """The split named by a data config, limited to its first ``max_per_class`` images per class.
-
-    The training fraction is taken later (``fraction_indices``) so that every fraction shares one
-    decoded copy. Falls back to synthetic images of the same size and class count when the dataset
-    is missing and ``data.allow_synthetic`` is set (smoke mode); the split name then says so.
-    """
+    """The split named by a data config, limited to its first ``max_per_class`` images per class (the fraction is
+    taken later, ``fraction_indices``, so all fractions share one decoded copy). A missing dataset falls back to
+    synthetic images of its shape when ``data.allow_synthetic`` (smoke mode); the split name then says so."""
     try:
         s = _synthetic(cfg, split) if cfg.get("synthetic") else _locate(cfg, split)  # synthetic: dry runs' pixels
     except DataError as e:

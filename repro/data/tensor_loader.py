@@ -1,10 +1,6 @@
-"""Batches from a device-resident uint8 tensor: the pipeline for CIFAR-sized data (airbench-style).
-
-The whole (fraction of the) training set sits on the device; an epoch is a permutation, a batch is
-an index, augmentation runs on the batch: ``batch_aug.BatchAugment`` (``data.pipeline=tensor``) or
-``fastpath.FastAugment`` (``data.pipeline=fastpath``: per-image RandAugment, Mixup/CutMix drawn here).
-Randomness comes from generators seeded by (seed, epoch, rank), so an epoch replays exactly after a resume.
-"""
+"""Batches from a device-resident uint8 tensor (airbench-style): an epoch is a permutation, a batch an index,
+augmentation runs on the batch (``BatchAugment`` or ``FastAugment``), all drawn from generators seeded by
+(seed, epoch, rank), so an epoch replays exactly after a resume."""
 from __future__ import annotations
 
 import math

@@ -6,7 +6,6 @@ from ..runs import RunSpec
 from ..train import ddp
 from ..train.engine import train
 from ..train.execute import make_record
-from ..train.model import register_models
 from .progress import describe
 from .runtime import runtime
 from .specs import select, validate
@@ -28,7 +27,6 @@ def distinct_shapes(specs: list[RunSpec]) -> list[RunSpec]:
 def dry_run(c: dict, doc: dict) -> int:
     """Two optimizer steps of each distinct run config of the plan ``doc`` (built, never written: its configs
     are the dry run's); 1 when one does not finish."""
-    register_models(c.get("paper"), c["runtime"].get("imports"))
     specs = select(c, doc)
     rt = runtime(c, ddp.setup(c["runtime"]["device"]))
     rt.persist, rt.progress = False, False

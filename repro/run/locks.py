@@ -1,14 +1,8 @@
-"""One process per run at a time: a lock file created atomically (O_EXCL) in a folder of the run's own
-(``lock_dir``: in the results folder, beside the records, so that the lock holds whatever cache each
-command uses). Every way a run is trained (alone, in a fused group, under torchrun) takes it through
-``claim``.
-
-Why: two ``reproduce`` commands on one results folder (or a cluster array job) would each train every
-run, twice the compute, racing on the same record. The lock holds the owner's pid and host, and its holder touches it every ``HEARTBEAT_S`` seconds (its mtime is the
-heartbeat). A lock is stale, and taken over, when its owner is gone: a dead process on this host, or
-no heartbeat for ``STALE_AFTER_S`` seconds (a killed job on another host, e.g. a SLURM job requeued
-onto another node; on this host, a pid reused since its owner died). Under DDP only rank 0 takes it.
-"""
+"""One process per run at a time: a lock file created atomically (O_EXCL) beside the run's record (``lock_dir``),
+so that two commands on one results folder (or a cluster array job) never train a run twice, whatever caches
+they use. Every path that trains a run takes it through ``claim`` (under DDP, rank 0 alone). The holder touches
+it every ``HEARTBEAT_S``; it is stale, and taken over, when its owner is a dead process on this host or no
+heartbeat came for ``STALE_AFTER_S`` (a killed job on another host, a reused pid)."""
 from __future__ import annotations
 
 import json

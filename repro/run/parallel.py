@@ -1,8 +1,6 @@
-"""``jobs=N``: N processes at a time, each running one group of the plan's runs (a run that starts from scratch
-with the runs that start from it or read it: the plan's ``group``); a process that ends hands its core to the
-next group. A fixed split into N shards left a core idle for up to a run's length at the end. Groups whose runs
-all have a record are not started. Each process (``python -m repro.run.child``) reads the command's config and
-plan.json: no Hydra composition, no resolution."""
+"""``jobs=N``: N processes at a time, each running one group of the plan's runs (a run with the runs that start
+from or read it); a process that ends hands its core to the next group, where a fixed split into N shards left
+a core idle at the end. Groups whose runs all have a record are not started."""
 from __future__ import annotations
 
 import json

@@ -1,11 +1,7 @@
 """The numerics of a training step: bf16 autocast on CUDA (``runtime.amp``, how a run executes) and, where a
-run's config asks for it (``cpu_precision: bf16``, part of what it measures), on a CPU with native bf16.
-
-Why a CPU gets bf16 only where it has the instructions: with avx512_bf16 (or AMX, or Arm's bf16) its
-matmuls run at several times fp32's rate; without them PyTorch emulates bf16 and the step gets slower.
-Why the math attention path: on such a CPU the flash-attention kernel in bf16 ran below the fp32 step
-under width 192, the math path above it (benchmarks/README.md, "CPU: the step in bf16").
-"""
+run's config asks for it (``cpu_precision: bf16``, part of what it measures), on a CPU with native bf16: without
+the instructions PyTorch emulates bf16, slower than fp32. The math attention path, since flash attention in bf16
+ran below the fp32 step under width 192 on such a CPU (benchmarks/README.md, "CPU: the step in bf16")."""
 from __future__ import annotations
 
 import contextlib
