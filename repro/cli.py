@@ -112,8 +112,7 @@ def _report(c: dict) -> None:
 
 
 def campaign(args: list[str]) -> tuple[dict, dict]:
-    """The composed config and the plan (built, not written) of ``reproduce <args>``: what deadline and forecast
-    price before the command runs."""
+    """The composed config and built plan of ``reproduce <args>``, which deadline and forecast price before it runs."""
     overrides = [a for a in _prepare(args) if "=" in a and not a.startswith("-")]
     c = OmegaConf.to_container(check_keys(overrides), resolve=True)
     return c, for_command(c, overrides)

@@ -153,9 +153,8 @@ def load_records(paper: str, root: Path | None = None) -> tuple[list[dict], list
 
 
 def check_place(rec: dict, path: Path, paper: str, scale: str) -> dict:
-    """A record sits in its own paper's and scale's folder, in the file named for its run: a copy
-    (``x.bak.json``, ``x (copy).json``) or a record filed elsewhere would count one run twice, or count it
-    as another scale's measurement. RecordError names the file and the one its run belongs in."""
+    """A record sits in its paper's and scale's folder, in the file named for its run: a copy or a record filed
+    elsewhere would count one run twice, or as another scale's. RecordError names the file and where it belongs."""
     home = record_path(str(rec["paper"]), str(rec["scale"]), str(rec["run_id"]), path.parents[3])
     if path.name != home.name or rec["paper"] != paper or rec["scale"] != scale:
         where = (f"whose record is {home}: one run id is one measurement; delete the copy" if home.exists() else

@@ -45,9 +45,8 @@ def final_checkpoint(spec: "RunSpec") -> Path:
 
 
 def _measured(config):
-    """``config`` as hashed into run ids: ``data.download`` (anywhere, a source's config included) counts
-    as false, since how the files arrive is not what a run measures; fetching never changes an id.
-    ``cpu_precision: fp32`` is left out: every run before the key existed trained so, and keeps its id."""
+    """``config`` as hashed into run ids: ``data.download`` counts as false (how files arrive is not what a run
+    measures), and ``cpu_precision: fp32`` is left out (the runs from before the key keep their ids)."""
     if isinstance(config, list):
         return [_measured(v) for v in config]
     if not isinstance(config, dict):
@@ -108,8 +107,7 @@ class RunSpec:
 
 
 def deep_merge(*dicts: dict) -> dict:
-    """Merge nested dicts left to right (later wins; lists and scalars replaced): OmegaConf.merge on plain
-    containers, without interpolation (a config value is data here, never a ${...} reference)."""
+    """Merge nested dicts left to right (later wins, lists replaced): OmegaConf.merge without interpolation."""
     merged = OmegaConf.merge(*(OmegaConf.create(copy.deepcopy(d or {}), flags={"allow_objects": True}) for d in dicts))
     return OmegaConf.to_container(merged, resolve=False)
 

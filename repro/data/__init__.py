@@ -48,9 +48,8 @@ def no_full_batch(name: str, images: int, fraction: float, batch: int) -> DataEr
 
 
 def check_train_data(cfg: dict, recipe: dict, seen: dict | None = None):
-    """Before any run starts: the splits exist with the same classes, every image of a cached (tensor
-    pipeline) dataset decodes, as the cache is built now, and the training set holds a full batch. Returns
-    the training split, and whether it was opened now (``seen``: splits already checked, by data config)."""
+    """Before any run starts: both splits exist with the same classes, a cached dataset's images decode (its cache is
+    built now) and the training set holds a full batch; (train, test, opened now) (``seen``: splits checked)."""
     key = repr(sorted((k, repr(v)) for k, v in cfg.items() if k != "fraction"))
     fresh = seen is None or key not in seen
     if fresh:

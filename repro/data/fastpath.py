@@ -47,9 +47,8 @@ def _per_image(op: torch.Tensor, sign: torch.Tensor, values: dict, names: tuple,
 
 
 def _warp(x: torch.Tensor, op: torch.Tensor, sign: torch.Tensor, values: dict) -> torch.Tensor:
-    """The geometric ops as one nearest-neighbour warp: per image, output pixel centre (u, v), in pixels
-    from the top-left corner, samples the input at A @ (u, v, 1); outside the image it takes ``fill``.
-    Shears pivot on the top-left corner, rotation on the centre, translations are whole pixels (torchvision's)."""
+    """The geometric ops as one nearest-neighbour warp (output pixel centre (u, v) samples the input at A @ (u, v, 1),
+    ``fill`` outside), as torchvision pivots and rounds them."""
     b, c, h, w = x.shape
     s = lambda name: torch.where(op == OP[name], values[name] * sign, torch.zeros_like(sign))[:, None]  # noqa: E731
     theta = s("Rotate") * math.pi / 180
@@ -139,9 +138,8 @@ def mix(x: torch.Tensor, y: torch.Tensor, num_classes: int, rng: np.random.Gener
 
 
 class FastAugment:
-    """One run's batch augmentation on the device (the tensor loader's ``data.pipeline=fastpath``): ``batch``
-    takes a uint8 batch and its labels to (normalised images, targets), the targets soft (N x classes) when
-    Mixup/CutMix is on (``mixes``), else the labels."""
+    """One run's batch augmentation on the device (``data.pipeline=fastpath``): a uint8 batch and its labels to
+    (normalised images, targets), soft targets when Mixup/CutMix is on (``mixes``)."""
 
     def __init__(self, recipe: dict, data: dict, num_classes: int, size: int, device="cpu"):
         device = torch.device(device)

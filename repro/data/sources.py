@@ -34,9 +34,8 @@ def data_root() -> Path:
 
 
 def read_image(path: Path) -> Image.Image:
-    """One image file as RGB, the one decoder of both pipelines (so both see the same pixels). A file that
-    cannot be read (a dangling symlink), cut short, or over PIL's pixel limit (a decompression bomb) is a
-    DataError naming it."""
+    """One image file as RGB, the one decoder of both pipelines (so both see the same pixels); an unreadable, cut or
+    oversized (decompression bomb) file is a DataError naming it."""
     try:
         with Image.open(path) as im:
             return im.convert("RGB")
@@ -174,9 +173,8 @@ def _locate(cfg: dict, split: str) -> Split:
 
 
 def open_split(cfg: dict, split: str) -> Split:
-    """The split named by a data config, limited to its first ``max_per_class`` images per class (the fraction is
-    taken later, ``fraction_indices``, so all fractions share one decoded copy). A missing dataset falls back to
-    synthetic images of its shape when ``data.allow_synthetic`` (smoke mode); the split name then says so."""
+    """The split named by a data config, its first ``max_per_class`` images per class (all fractions share one decoded
+    copy); with ``data.allow_synthetic`` (smoke), a missing dataset is synthetic images of its shape, named so."""
     try:
         s = _synthetic(cfg, split) if cfg.get("synthetic") else _locate(cfg, split)  # synthetic: dry runs' pixels
     except DataError as e:

@@ -66,8 +66,7 @@ class TensorEvalLoader:
             yield self.normalize(self.images[i:i + self.batch_size]), self.labels[i:i + self.batch_size]
 
     def sample(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """``n`` images spread evenly over the test set, for probes: the test sets are stored class by
-        class, so the first n would all be one class."""
+        """``n`` images spread over the test set, for probes (stored class by class: the first n are one class)."""
         idx = spread(len(self.labels), n).to(self.labels.device)
         return self.normalize(self.images[idx]), self.labels[idx]
 

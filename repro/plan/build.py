@@ -62,9 +62,8 @@ def _edges(spec: RunSpec) -> dict:
 
 
 def _measured_by(specs: list[RunSpec]) -> dict[str, str]:
-    """Run id -> the run that measures it: the first spec of its fingerprint (the same run asked for by another
-    table fills a cell there), or itself where another run starts from or reads it (smoke mode can make two
-    tables' sources one config: each runs, so that every dependent finds its source's record)."""
+    """Run id -> the run that measures it: the first of its fingerprint (another table's cell names it), or itself
+    where a run depends on it (smoke mode can make two sources one config: each runs, for its dependents)."""
     served = {d for s in specs for d in _edges(s).values()}
     first: dict[str, str] = {}
     for s in specs:

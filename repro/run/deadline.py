@@ -106,8 +106,7 @@ def packed_speedup() -> float | None:
 
 
 def run_seconds(todo: list[RunSpec], rate, count=work) -> dict[str, float]:
-    """Each run's predicted seconds alone: its images left (``count``) at ``rate(spec)`` training images/s,
-    evaluations at EVAL_SPEEDUP times that."""
+    """Each run's predicted seconds alone: images left at ``rate(spec)`` images/s, evaluations EVAL_SPEEDUP faster."""
     seconds = {}
     for s in todo:
         images, per_eval, evals = count(s)
@@ -132,8 +131,7 @@ def units(c: dict, todo: list[RunSpec], seconds: dict[str, float], speedup: floa
 
 
 def predict(c: dict, specs: list[RunSpec]) -> dict:
-    """The campaign's predicted seconds on this device, with its shape (runs, groups) and the units it trains
-    as (``units``), from the measured throughput table."""
+    """The campaign's predicted seconds on this device, its shape (runs, groups) and ``units``."""
     todo = [s for s in specs if s.kind == "train" and record_status(s) not in DONE]
     table = throughput_table(todo)
     speedup = packed_speedup() or 1.0

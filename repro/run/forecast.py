@@ -96,8 +96,7 @@ def cost(config: dict) -> tuple[float, int]:
 
 
 def forecast(c: dict, doc: dict, ref: Reference) -> dict:
-    """The training runs of a command (its config ``c``, its plan ``doc``) not yet recorded, their groups and
-    predicted seconds."""
+    """The training runs of config ``c`` and plan ``doc`` not yet recorded, their groups and predicted seconds."""
     specs = select(c, doc)
     todo = [s for s in specs if s.kind == "train" and record_status(s) not in DONE]
     rates: dict[str, float] = {}

@@ -34,8 +34,7 @@ def _alive(pid: int) -> bool:
 
 
 def owner(path: Path) -> dict | None:
-    """The lock's owner {pid, host, since}, or None when there is no lock or its owner cannot be read from it
-    (a lock being written, cut, or not ours)."""
+    """The lock's owner {pid, host, since}, or None: no lock, or one being written, cut, or not ours."""
     try:
         info = json.loads(Path(path).read_text())
     except (OSError, ValueError):
@@ -123,16 +122,14 @@ def lock_dir(spec: RunSpec) -> Path:
 
 @contextmanager
 def claim(spec: RunSpec, d: ddp.Dist):
-    """The run's lock, taken by rank 0 alone; every rank gets its answer, so that all ranks train the run
-    or all skip it."""
+    """The run's lock, taken by rank 0 and its answer shared, so that all ranks train the run or all skip it."""
     with (run_lock(lock_dir(spec)) if d.is_main else nullcontext(True)) as held:
         yield ddp.from_main(held, d)
 
 
 def held_by(spec: RunSpec) -> str:
-    """'another process holds it (pid <pid> on <host>)', for the line that skips a run. A lock whose owner
-    cannot be read, and a heartbeat from the future (a clock ahead of ours: the lock then outlives its holder by
-    that much), are named with what to do."""
+    """'another process holds it (pid <pid> on <host>)', with what to do where its owner cannot be read or its
+    heartbeat is from the future (a clock ahead of ours: the lock outlives its holder by that much)."""
     path = lock_dir(spec) / LOCK_NAME
     who = owner(path)
     holder = f"pid {who['pid']} on {who['host']}" if who else "its owner cannot be read from the lock"

@@ -139,8 +139,7 @@ def _summary(sweep_dir: Path, total: int | None, missing_why: str = "killed?") -
 
 
 def summarize_unended() -> int:
-    """After a multirun that stopped before its end (a submitit launcher raises when a job ends without a
-    result, after Hydra printed that error): the one line per job that did end, and 1; 0 when none stopped."""
+    """After a multirun stopped before its end (a job ended without a result): a line per job that ended, and 1."""
     global _running
     if _running is None:
         return 0

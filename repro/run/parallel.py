@@ -60,7 +60,6 @@ def parallel(c: dict, plan: Path, doc: dict, specs: list[RunSpec], status: dict)
 
 
 def start_group(cmd: list[str]) -> subprocess.Popen:
-    """A group's process, in a process group of its own: Ctrl-C at the terminal reaches this process alone,
-    which passes it on as SIGTERM (preempt.wait). A child in the terminal's group got Ctrl-C too, and while
-    Python was still starting (before any handler of ours could be set) it ended in a traceback."""
+    """A group's process in a session of its own: Ctrl-C reaches this process alone, which passes it on as SIGTERM
+    (preempt.wait); a child in the terminal's group that got it while Python was starting ended in a traceback."""
     return subprocess.Popen(cmd, env={**os.environ, preempt.SUMMARIZED: "1"}, start_new_session=True)

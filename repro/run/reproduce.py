@@ -48,8 +48,7 @@ def plan_written(plan: Path, digest: str | None) -> dict:
 
 
 def reproduce(c: dict, plan: Path, task: list[str], digest: str | None = None) -> int:
-    """The command's runs of ``plan`` (``digest``: the one this command wrote); its exit code (``task``: the
-    command line, for torchrun's ranks)."""
+    """The command's runs of ``plan`` (``digest``: as this command wrote it; ``task``: for torchrun); its exit code."""
     multirun.join_slurm_tasks()
     doc = plan_written(plan, digest)
     specs = select(c, doc)

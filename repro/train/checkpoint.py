@@ -66,9 +66,8 @@ def load(path: Path, fingerprint: str) -> dict | None:
 
 def for_record(state: dict | None, record: str, epochs: int, max_steps: int, path: Path
                ) -> tuple[dict | None, dict | None]:
-    """The checkpoint a run writing ``record`` may resume, and the reuse its record must name (``resumed_from``).
-    Its own partial checkpoint resumes silently; another record's (another results folder on this cache) resumes if
-    partial and is not reused if final, so a fresh folder measures again; a final model recorded again is named."""
+    """The checkpoint a run writing ``record`` may resume, and the reuse its record names (``resumed_from``): another
+    results folder's final checkpoint is not reused, so a fresh folder measures again; a partial one is resumed."""
     if state is None:
         return None, None
     final = state["epoch"] >= epochs or bool(max_steps and state["step"] >= max_steps)

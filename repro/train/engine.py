@@ -132,8 +132,7 @@ def train_runs(specs: list[RunSpec], rt: Runtime, stop_at: int | None = None, so
 
 
 def stepper(specs: list[RunSpec], rt: Runtime):
-    """The engine's own step, for the benchmarks: (an endless stream of the runs' batches, the step that trains
-    them on one and returns their losses), one run or K fused, built as ``train_runs`` builds them."""
+    """For the benchmarks: an endless stream of the runs' batches and the step that trains them (as ``train_runs``)."""
     runs, step = _runs(specs, rt, None)
     for r in runs:
         r.begin_epoch()
@@ -271,8 +270,7 @@ def _record(spec: RunSpec) -> str:
 
 
 def start_state(spec: RunSpec, path) -> tuple[dict | None, dict | None]:
-    """The checkpoint at ``path`` that ``spec``'s run resumes (None: it starts from scratch, e.g. from a final
-    checkpoint another results folder's record was made from) and the reuse its record names
+    """The checkpoint at ``path`` that ``spec``'s run resumes (None: from scratch) and the reuse its record names
     (checkpoint.for_record): one decision for the engine and for the line that says resume or run."""
     state = checkpoint.load(path, spec.fingerprint)
     return checkpoint.for_record(state, _record(spec), run_epochs(spec.config["recipe"], spec.config["data"]),

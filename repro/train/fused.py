@@ -42,9 +42,8 @@ def fast_data(config: dict) -> dict | None:
 
 
 def group_key(spec: RunSpec) -> str | None:
-    """Runs with the same key fuse: training runs of one paper and scale whose configs are equal but for the
-    seed and ``PER_RUN``, on the fast path's data (or the tensor pipeline's, when it draws the same batches),
-    with no extra losses, objective, probes, EMA or init source. None: this run trains alone."""
+    """Runs with the same key fuse: training runs of one paper and scale equal but for the seed and ``PER_RUN``, on
+    the fast path's data, with no losses, objective, probes, EMA or init source. None: this run trains alone."""
     c = spec.config
     if (spec.kind != "train" or any(c.get(k) for k in ("losses", "objective", "probes", "init"))
             or c["recipe"].get("ema") or fast_data(c) is None):

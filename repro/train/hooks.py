@@ -85,12 +85,7 @@ class ObjectiveStep(nn.Module):
 
 def probe_list(items) -> list[tuple[Callable, bool, dict]]:
     """(function, every_epoch, kwargs) for each configured probe; imports checked up front."""
-    out = []
-    for e in _entries(items):
-        fn = lookup(e.pop("fn"))
-        every = bool(e.pop("every_epoch", False))
-        out.append((fn, every, e))
-    return out
+    return [(lookup(e.pop("fn")), bool(e.pop("every_epoch", False)), e) for e in _entries(items)]
 
 
 def run_probes(probes, model: torch.nn.Module, ctx: ProbeContext, epoch_end: bool) -> dict[str, Any]:

@@ -17,8 +17,7 @@ from .model import create_model
 
 def init_from_source(model: torch.nn.Module, spec: RunSpec, num_classes: int, device,
                      weights: dict | None) -> torch.nn.Module:
-    """Apply ``spec.config['init']`` to ``model`` from the source's final ``weights`` (None: untrained, a dry
-    run's); returns the source model (eval mode)."""
+    """Apply ``spec.config['init']`` to ``model`` from the source's ``weights`` (None: untrained); the source model."""
     source = source_spec(spec)
     init = spec.config["init"]
     fn = lookup(init["fn"])

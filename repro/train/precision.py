@@ -42,12 +42,10 @@ def amp_dtype(device: torch.device, runtime_amp: str, cpu_precision: str | None)
 
 def autocast(device: torch.device, dtype: torch.dtype | None):
     """Autocast to ``dtype`` (off when None); on a CPU in bf16 also SDPA's math path (module docstring)."""
-    cast = torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
-    if device.type != "cpu" or dtype is None:
-        return cast
     stack = contextlib.ExitStack()
-    stack.enter_context(cast)
-    stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
+    stack.enter_context(torch.autocast(device.type, dtype=dtype, enabled=dtype is not None))
+    if device.type == "cpu" and dtype is not None:
+        stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
     return stack
 
 

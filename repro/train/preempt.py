@@ -56,9 +56,8 @@ def _handler(signum, frame) -> None:
 
 @contextmanager
 def on_signals():
-    """Within the block SIGTERM and SIGINT set the flag instead of ending the process (main thread only:
-    signal handlers can be set nowhere else; in another thread the block changes nothing). SIGUSR2 too
-    where a handler for it exists (submitit's), which is called on the way out once the run is checkpointed."""
+    """Within the block SIGTERM and SIGINT set the flag instead of ending the process (main thread only); SIGUSR2 too
+    where submitit set a handler, which is called on the way out once the run is checkpointed."""
     global _received
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -79,8 +78,7 @@ def on_signals():
 
 
 def stopped(code: int) -> bool:
-    """Whether a child's exit code says it was stopped (it checkpointed and exited, or the signal ended it
-    after that: its own handler is gone once its run is checkpointed), not that it ran to its end."""
+    """Whether a child's exit code says it was stopped (checkpointed, then exited or killed), not finished."""
     return code < 0 or code in (EXIT_CODE, INTERRUPT_EXIT_CODE)
 
 

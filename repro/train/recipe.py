@@ -31,9 +31,8 @@ def run_epochs(recipe: dict, data: dict) -> int:
 
 def build_optimizer(model: torch.nn.Module, recipe: dict, extra: torch.nn.Module | None = None,
                     fused: bool = False) -> torch.optim.Optimizer:
-    """timm's optimizer over the model; ``extra`` (a training objective's own parameters, e.g. a head
-    used only by a loss) joins it with timm's weight-decay rule: none on biases and norms (ndim <= 1).
-    ``fused``: Adam/AdamW as torch's fused kernel (one launch group for every tensor, the same update)."""
+    """timm's optimizer over the model and ``extra`` (an objective's own parameters, with timm's no-decay rule for
+    ndim <= 1); ``fused``: Adam/AdamW as torch's fused kernel (the same update, one launch group)."""
     kwargs = {"eps": recipe.get("opt_eps")} if recipe.get("opt_eps") is not None else {}
     if fused and recipe.get("opt", "adamw") in ("adam", "adamw"):
         kwargs["fused"] = True
