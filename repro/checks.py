@@ -149,9 +149,8 @@ def check_paths(data: dict) -> None:
 
 
 def check_keys(overrides: list[str]) -> DictConfig:
-    """Every ``key=value`` names a key of the config: Hydra's struct error (a listing and exit 1) becomes
-    one line naming the key and the nearest valid one. Swept values are left to each job. Returns the
-    composed config."""
+    """The composed config, where every ``key=value`` names a key of it: Hydra's struct error (a listing and exit 1)
+    becomes one line naming the key and the nearest valid one. Swept values are left to each job."""
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
             return compose("config", overrides=overrides)
@@ -168,9 +167,8 @@ def check_keys(overrides: list[str]) -> DictConfig:
 
 
 def check_booleans(overrides: list[str]) -> dict[str, bool]:
-    """{key: True/False} for each override of a key whose default is a boolean, read as OmegaConf reads a
-    boolean (true/false, yes/no, on/off, 1/0); anything else (``force=maybe``) is a ConfigError. Hydra
-    keeps such a value as a string, and a string is truthy: ``force=no`` forced."""
+    """{key: bool} for each override of a boolean key, read as OmegaConf reads one; anything else is a ConfigError:
+    Hydra keeps the value as a string, and a string is truthy (``force=no`` forced)."""
     groups = [o for o in overrides if o.partition("=")[0] in {p.name for p in CONF_DIR.iterdir() if p.is_dir()}]
     composed, defaults = check_keys(overrides), check_keys(groups)  # defaults: the chosen data/recipe/scale alone
     out = {}

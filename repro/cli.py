@@ -5,13 +5,9 @@
     python -m repro deadline 25m [--margin S] [--hold-back] reproduce paper=convit ...   (repro/run/deadline.py)
     python -m repro forecast [--bench FILE] [--paper ID] scale=small ...                 (repro/run/forecast.py)
 
-``reproduce`` runs every run of the paper's tables that has no record yet (resuming the partial
-ones from their checkpoints), writes one record per run, then rebuilds the paper's report.
-Default scale: small when a GPU is present, else tiny. Hydra's ``-m`` (multirun) and launchers
-work as usual, e.g. ``-m hydra/launcher=slurm``. Bad input is one line on stderr and exit code 2.
-This module reads the command line and calls the stages in order: plan (repro/plan/: plan.json), run
-(repro/run/: records, from plan.json), report (repro/report/).
-"""
+``reproduce`` plans (repro/plan/), runs every run without a record, resuming partial ones (repro/run/), then
+rebuilds the report (repro/report/). Default scale: small with a GPU, else tiny. Hydra's ``-m`` and launchers
+work as usual (``-m hydra/launcher=slurm``). Bad input is one line on stderr and exit code 2."""
 from __future__ import annotations
 
 import os
@@ -93,11 +89,8 @@ def _list(c: dict) -> int:
 
 
 def _report(c: dict) -> None:
-    """The report stage: the paper's report and the index rebuilt from all its records (rank 0 of torchrun's).
-
-    A report that cannot be built (paper.yaml unreadable, disk full) is bad input: ConfigError, exit 2;
-    the records already written stay as they are.
-    """
+    """The report stage: the paper's report and the index rebuilt from all its records (rank 0 only). A report that
+    cannot be built is bad input (ConfigError, exit 2); the records already written stay."""
     if not c.get("report", True) or int(os.environ.get("RANK", 0)) != 0:
         return
     from .report.build import UnknownPaper, build_all
@@ -119,8 +112,7 @@ def _report(c: dict) -> None:
 
 
 def campaign(args: list[str]) -> tuple[dict, dict]:
-    """The composed config and the plan (built, not written) of ``reproduce <args>``: what deadline and forecast
-    price before the command runs."""
+    """The composed config and built plan of ``reproduce <args>``, which deadline and forecast price before it runs."""
     overrides = [a for a in _prepare(args) if "=" in a and not a.startswith("-")]
     c = OmegaConf.to_container(check_keys(overrides), resolve=True)
     return c, for_command(c, overrides)

@@ -1,17 +1,9 @@
 """Named functions: a run config names a probe, loss, objective or init function by a registered name
 (``"convit.locality"``), never by where its code lives, so that moving a module never changes a run id.
 
-A module registers its functions with ``@register("<namespace>.<name>")``; ``lookup`` imports the modules
-of a name's namespace (``HOSTS``) the first time one of its names is asked for. Moving a function means
-moving its ``@register`` line and, for a new module, one entry of ``HOSTS``.
-
-Run ids hash configs, and the ids of the committed records were hashed when configs held import paths:
-``ALIASES`` keeps, for each name registered then, the path that was hashed, and ``hashed`` puts it back
-before hashing, so every committed record keeps its id. A name registered later needs no alias.
-Code outside the project (a command-line ``losses=[{fn: pkg.mod:fn}]``, a test's throw-away paper) may
-still name a function ``"package.module:function"``; the papers' own configs use registered names
-(tests/test_plan.py checks).
-"""
+``@register("<namespace>.<name>")`` files a function; ``lookup`` imports the namespace's ``HOSTS`` on first use.
+``ALIASES`` keeps the import path that committed records' ids hashed for each name registered back then, and
+``hashed`` puts it back, so those ids stay. Code outside the project may still name ``"package.module:function"``."""
 from __future__ import annotations
 
 import importlib

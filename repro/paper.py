@@ -1,14 +1,9 @@
 """Load and validate ``papers/<id>/paper.yaml``: a paper's printed tables, figures and claims as data.
 
-Why: the report puts every printed number beside the measured one, so the printed numbers must be
-data (mmpretrain metafile habit), kept exactly as printed ("27M" is not "27.78M"). The schema is
-documented, with an example of every key, in ``repro/report/README.md``.
-
-A file that is not YAML, or whose top level is not a mapping, raises ``SpecError`` with path and line.
-Anything narrower (an unknown column in a row, a claim naming a cell that does not exist, an unknown
-key) becomes a ``Problem`` with path and line: the offending entry is dropped or marked invalid and
-the rest of the paper stays usable, so one typo never loses a whole report.
-"""
+Why: the report puts every printed number beside the measured one, so printed numbers are data, kept exactly as
+printed ("27M" is not "27.78M"); the schema is in ``repro/report/README.md``. An unreadable file raises
+``SpecError``; anything narrower is a ``Problem`` with path and line, and only the entry at fault is dropped or
+marked invalid, so one typo never loses a whole report."""
 from __future__ import annotations
 
 import math

@@ -19,8 +19,7 @@ def env_folder(var: str, default: str) -> Path:
 
 
 def file_in_the_way(folder: Path) -> Path | None:
-    """The file standing where ``folder`` or one of its parents should be a folder, if any: what keeps it
-    from being created."""
+    """The file standing where ``folder`` or one of its parents should be a folder (what keeps it from being made)."""
     folder = Path(folder)
     return next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
 

@@ -1,8 +1,5 @@
-"""Result records: one JSON file per finished run, written atomically, with provenance.
-
-Layout: ``results/<paper>/<scale>/records/<run_id>.json``. A record is only ever written by a real
-run (train, eval or probe); the report reads records and never trains.
-"""
+"""Result records: one JSON file per finished run (``results/<paper>/<scale>/records/<run_id>.json``), written
+atomically, with provenance, only ever by a real run; the report reads records and never trains."""
 from __future__ import annotations
 
 import errno
@@ -50,10 +47,8 @@ def disk_full(e: BaseException) -> bool:
 
 
 def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
-    """``write(f)`` into a temp file in the same folder, fsync, then rename: readers see old or new, never
-    half, and a failed write (a full disk) leaves no temp file behind to keep the disk full. The file gets
-    the mode an ``open`` would give it (0666 less the umask), not the temp file's owner-only 0600, so a
-    results folder shared with a group stays readable."""
+    """``write(f)`` into a temp file beside ``path``, fsync, rename: readers see old or new, a failed write leaves no
+    temp file, and the file gets ``open``'s mode (0666 less the umask), so a group's shared folder stays readable."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -158,9 +153,8 @@ def load_records(paper: str, root: Path | None = None) -> tuple[list[dict], list
 
 
 def check_place(rec: dict, path: Path, paper: str, scale: str) -> dict:
-    """A record sits in its own paper's and scale's folder, in the file named for its run: a copy
-    (``x.bak.json``, ``x (copy).json``) or a record filed elsewhere would count one run twice, or count it
-    as another scale's measurement. RecordError names the file and the one its run belongs in."""
+    """A record sits in its paper's and scale's folder, in the file named for its run: a copy or a record filed
+    elsewhere would count one run twice, or as another scale's. RecordError names the file and where it belongs."""
     home = record_path(str(rec["paper"]), str(rec["scale"]), str(rec["run_id"]), path.parents[3])
     if path.name != home.name or rec["paper"] != paper or rec["scale"] != scale:
         where = (f"whose record is {home}: one run id is one measurement; delete the copy" if home.exists() else
@@ -170,12 +164,8 @@ def check_place(rec: dict, path: Path, paper: str, scale: str) -> dict:
 
 
 def git_state(cwd: Path | None = None) -> dict:
-    """Commit sha and dirty flag of the checkout, or 'unknown' outside git.
-
-    Dirty means tracked code or config differs from the commit; the repository's own results/ folder
-    is left out, since writing records and reports there is what runs do. REPRO_GIT_SHA / REPRO_GIT_DIRTY,
-    set where a copy of the tree was made (a device machine's, whose .git may hold another commit), win.
-    """
+    """Commit sha and dirty flag (tracked code or config differs; results/ left out, as runs write there), or
+    'unknown' outside git; REPRO_GIT_SHA / REPRO_GIT_DIRTY win, where the tree was copied (a device machine's)."""
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10).stdout.strip()
     try:

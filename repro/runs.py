@@ -1,20 +1,10 @@
 """Runs: which training or probe run fills which table cell, each with a stable id.
 
-``papers/<id>/experiments.py`` defines ``runs(scale: str, seeds: int | None) -> list[RunSpec]``.
-Each spec carries a *partial* config (what the paper changes); ``resolve`` merges it over the
-scale's Hydra base config and the command-line overrides, and the resolved config, seed and scale
-fix the run's id. Same inputs, same id: a rerun finds its record and checkpoint again.
-
-A train run may start from another run's final model (two-phase training):
-``config["init"] = {"from": source.as_source(), "fn": "<registered name>", "kwargs": {...}}``. ``resolve``
-resolves the source's config like any other (so the source, and with it the dependent's id, follow
-the same scale, overrides and mode), and ``with_sources`` puts every source run (and every run a pointer
-probe reads) before its first dependent. The run stage loads the source's record and final weights (``Source``:
-repro/run/sources.py), and the engine calls ``fn(source_model, model, **kwargs)`` (repro/train/init_from.py).
-
-A cell that another run's record already fills is ``fill(source, table, cell)``: the same run asked for by
-another table. The plan names that run for the cell (plan.json's ``fills``); nothing runs or records it twice.
-"""
+``papers/<id>/experiments.py`` gives partial configs (what the paper changes); ``resolve`` merges each over the
+scale's Hydra config and the command line, and the resolved config, seed and scale fix the run's id: a rerun
+finds its record and checkpoint again. A run may start from another's final model (``config["init"]``) or
+read another's record (a pointer probe), and a cell that another run already fills is ``fill``: the plan names
+that run and nothing runs twice."""
 from __future__ import annotations
 
 import copy
@@ -55,9 +45,8 @@ def final_checkpoint(spec: "RunSpec") -> Path:
 
 
 def _measured(config):
-    """``config`` as hashed into run ids: ``data.download`` (anywhere, a source's config included) counts
-    as false, since how the files arrive is not what a run measures; fetching never changes an id.
-    ``cpu_precision: fp32`` is left out: every run before the key existed trained so, and keeps its id."""
+    """``config`` as hashed into run ids: ``data.download`` counts as false (how files arrive is not what a run
+    measures), and ``cpu_precision: fp32`` is left out (the runs from before the key keep their ids)."""
     if isinstance(config, list):
         return [_measured(v) for v in config]
     if not isinstance(config, dict):
@@ -70,13 +59,9 @@ def _measured(config):
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One run that fills one table cell (one seed of it).
-
-    cell = {"row": <row key>, "columns": {<table column key>: <metric key in the record>}}.
-    kind "train" trains config["model"] under config["recipe"] on config["data"];
-    kind "probe" calls the function named by config["probe"] (a registered name, repro/functions.py) with the
-    resolved config (and a pointer's ``Source``) and records the metrics dict it returns.
-    """
+    """One run that fills one table cell (one seed of it): cell = {"row": <row key>, "columns": {<column>: <metric>}}.
+    kind "train" trains config["model"] under config["recipe"] on config["data"]; kind "probe" records the metrics
+    of the registered function config["probe"] called with the resolved config (and a pointer's ``Source``)."""
     paper: str
     table: str
     cell: dict
@@ -122,8 +107,7 @@ class RunSpec:
 
 
 def deep_merge(*dicts: dict) -> dict:
-    """Merge nested dicts left to right (later wins; lists and scalars replaced): OmegaConf.merge on plain
-    containers, without interpolation (a config value is data here, never a ${...} reference)."""
+    """Merge nested dicts left to right (later wins, lists replaced): OmegaConf.merge without interpolation."""
     merged = OmegaConf.merge(*(OmegaConf.create(copy.deepcopy(d or {}), flags={"allow_objects": True}) for d in dicts))
     return OmegaConf.to_container(merged, resolve=False)
 
@@ -142,11 +126,8 @@ def is_smoke(scale: str | None) -> bool:
 
 
 def resolve(spec: RunSpec, base: dict, overrides: dict | None = None, mode: dict | None = None) -> RunSpec:
-    """The spec with its full config: base (Hydra) < spec.config < command-line overrides < mode.
-
-    ``mode`` holds the smoke / dry-run settings; being part of the config, it changes the run id,
-    so a smoke record never passes for a real one, and smoke runs are filed under ``<scale>-smoke``.
-    """
+    """The spec with its full config: base (Hydra) < spec.config < command-line overrides < mode (smoke, dry run),
+    which changes the run id, so a smoke record never passes for a real one; smoke runs file under ``<scale>-smoke``."""
     base = {k: v for k, v in base.items() if k in RUN_KEYS}
     cfg = deep_merge(base, spec.config, overrides or {}, mode or {})
     if cfg.get("cpu_precision", "fp32") not in CPU_PRECISIONS:
@@ -191,23 +172,27 @@ def _init_source(spec: RunSpec, train_only: bool = False) -> RunSpec | None:
                    name=src.get("name", ""))
 
 
-def with_sources(specs: list[RunSpec]) -> list[RunSpec]:
-    """``specs`` plus every run one of them starts from or reads (a pointer's source), each source before its
-    first dependent: a command that asks for a table of pointers trains their sources itself, in order, under
-    its own runtime and locks, and a probe never trains its source."""
+def sources_first(items: list, key, sources) -> list:
+    """``items`` plus what each depends on (``sources(item)``), each once and before its first dependent."""
     out, seen = [], set()
 
-    def add(spec: RunSpec) -> None:
-        source = source_spec(spec) or (pointer_source(spec.config) if spec.kind == "probe" else None)
-        if source is not None:
+    def add(item) -> None:
+        for source in sources(item):
             add(source)
-        if spec.run_id not in seen:
-            seen.add(spec.run_id)
-            out.append(spec)
+        if key(item) not in seen:
+            seen.add(key(item))
+            out.append(item)
 
-    for s in specs:
-        add(s)
+    for item in items:
+        add(item)
     return out
+
+
+def with_sources(specs: list[RunSpec]) -> list[RunSpec]:
+    """``specs`` plus every run one of them starts from or reads (a pointer's source), each before its first
+    dependent: a command trains its pointers' sources itself, in order, and a probe never trains its source."""
+    return sources_first(specs, lambda s: s.run_id, lambda s: filter(None, [
+        source_spec(s) or (pointer_source(s.config) if s.kind == "probe" else None)]))
 
 
 POINTER_KEYS = ("probe", "source", "args")  # a pointer's own keys; the rest of its config is its source's

@@ -1,15 +1,9 @@
-"""Datasets and loaders for training runs.
-
-``build_data(data_cfg, recipe_cfg, ...)`` picks the pipeline:
-- ``tensor`` (CIFAR-sized data at its own resolution, synthetic): decoded once into a cached uint8
-  tensor, held on the device, augmented per batch there (``batch_aug``);
-- ``loader`` (ImageNet-scale folders, or small data resized up): timm transforms in DataLoader
-  workers (``image_loader``);
-- ``fastpath`` (chosen only by name): the same tensor loader with the other augmentation, RandAugment per
-  image, random erasing and Mixup/CutMix drawn from the run's own generators (``fastpath``), as fused runs
-  need; the pipeline's name is in the hashed data config, so the two never share a run id.
-``data.pipeline=tensor|loader|fastpath`` forces one; ``auto`` chooses tensor or loader as above.
-"""
+"""Datasets and loaders for training runs; ``build_data`` picks the pipeline (``data.pipeline``, or ``auto``):
+- ``tensor`` (CIFAR-sized data at its own resolution, synthetic): decoded once into a cached uint8 tensor on the
+  device, augmented per batch there (``batch_aug``);
+- ``loader`` (ImageNet-scale folders, or small data resized up): timm transforms in DataLoader workers;
+- ``fastpath`` (by name only): the tensor loader with per-image RandAugment and each run's own random streams,
+  as fused runs need (``fastpath``); the name is in the hashed data config, so the two never share a run id."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -54,9 +48,8 @@ def no_full_batch(name: str, images: int, fraction: float, batch: int) -> DataEr
 
 
 def check_train_data(cfg: dict, recipe: dict, seen: dict | None = None):
-    """Before any run starts: the splits exist with the same classes, every image of a cached (tensor
-    pipeline) dataset decodes, as the cache is built now, and the training set holds a full batch. Returns
-    the training split, and whether it was opened now (``seen``: splits already checked, by data config)."""
+    """Before any run starts: both splits exist with the same classes, a cached dataset's images decode (its cache is
+    built now) and the training set holds a full batch; (train, test, opened now) (``seen``: splits checked)."""
     key = repr(sorted((k, repr(v)) for k, v in cfg.items() if k != "fraction"))
     fresh = seen is None or key not in seen
     if fresh:

@@ -1,20 +1,10 @@
 """DeiT's small-image train transform applied to whole uint8 batches, on the GPU when there is one.
 
-Order as in DeiT/ConViT's ``build_transform`` for 32 px inputs: random crop with 4 px zero padding,
-horizontal flip, RandAugment, normalise, random erasing (Mixup/CutMix follow in the train loop).
-
-RandAugment on this path is torchvision's ``transforms.v2.RandAugment`` (14 ops, ``num_ops`` n and
-magnitude m read from timm's policy string ``rand-m9-n2-...``; ``num_magnitude_bins=11`` so m9 is
-90 % of each op's range, as in timm; fill = dataset mean). It runs on groups of
-``data.aug_group`` images that share one draw of ops, since one call per image would cost a kernel
-launch per image. Against timm's PIL ``rand-m9-mstd0.5-inc1`` it differs in: no magnitude noise
-(mstd), ops always applied (timm applies each with p=0.5; torchvision has an Identity op instead),
-torchvision's op set and the per-group (not per-image) op choice. Crop, flip and erasing are
-per image. Random erasing on a GPU draws timm's distribution for the whole batch at once
-(``random_erase``, a few kernels per batch, from the epoch's generator); on a CPU it is timm's
-``RandomErasing``, which loops over the images but only fills the erased ones, and measured faster
-there (2.3 vs 10.6 ms per batch of 512 32 px images on the 2-core development machine).
-"""
+Order as DeiT/ConViT's ``build_transform`` at 32 px: crop with 4 px padding, flip, RandAugment, normalise,
+random erasing. RandAugment is torchvision's ``v2.RandAugment`` (n and m from timm's ``rand-m9-n2-...``,
+``num_magnitude_bins=11``, fill = mean), one draw of ops per ``data.aug_group`` images, since a call per image
+costs a launch per image; unlike timm's PIL policy it has no magnitude noise and always applies its ops.
+Erasing is ``random_erase`` on a GPU (whole batch at once) and timm's ``RandomErasing`` on a CPU (measured faster)."""
 from __future__ import annotations
 
 import math
@@ -124,14 +114,9 @@ def erasing(recipe: dict) -> tuple[float, str, int]:
 def random_erase(x: torch.Tensor, p: float, gen: torch.Generator, mode: str = "pixel", max_count: int = 1,
                  area: tuple[float, float] = (0.02, 1 / 3), min_aspect: float = 0.3,
                  attempts: int = 10) -> torch.Tensor:
-    """Random erasing (Zhong et al.) as timm's ``RandomErasing`` draws it, for a whole batch at once.
-
-    Why not timm's: it loops over the images in Python with one fill per image, hundreds of kernel
-    launches per batch on a GPU. Same distribution: an image is erased with probability p, in 1..max_count
-    boxes; each box tries up to ``attempts`` (area, aspect) draws and keeps the first that fits
-    (h < H and w < W), at a uniform position; 'pixel' fills with N(0, 1) per pixel, 'rand' per channel,
-    'const' with 0.
-    """
+    """Random erasing as timm's ``RandomErasing`` draws it (same distribution: p, 1..max_count boxes, ``attempts``
+    (area, aspect) draws each, 'pixel' / 'rand' / 'const' fill), for a whole batch at once: timm loops over the
+    images in Python, hundreds of kernel launches per batch on a GPU."""
     if p <= 0:
         return x
     b, c, height, width = x.shape

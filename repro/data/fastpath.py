@@ -1,26 +1,8 @@
-"""The fast path for CIFAR-sized images: the training set as one uint8 tensor on the device, each batch
-augmented by a few whole-batch tensor ops, every run drawing from its own random streams.
-
-Per batch, in DeiT's order for 32 px inputs (as ``batch_aug``, which this path replaces per batch):
-  1. random crop of the zero-padded image and horizontal flip, per image (``batch_aug.random_crop/flip``);
-  2. RandAugment with its own draw of ops per image: torchvision's ``v2.RandAugment`` op set, magnitudes
-     and uint8 arithmetic (14 ops, ``num_magnitude_bins=11``, fill = dataset mean), vectorised. Each of
-     the ``n`` layers is one per-image affine warp (the 5 geometric ops; identity for the rest), one
-     blend towards a per-image "degenerate" image with a per-image factor (brightness, colour, contrast,
-     sharpness; factor 1 for the rest), posterize and solarize with per-image bits and threshold, and
-     autocontrast / equalize (torchvision's batched kernels) kept where chosen. An image draws one op
-     per layer, so the order inside a layer does not matter. Against timm's PIL ``rand-m9-mstd0.5-inc1``
-     it differs as ``batch_aug`` states (no magnitude noise, ops always applied, torchvision's op set);
-     against torchvision's own per-image call it is exact up to float rounding: ``tests/test_fastpath.py``
-     measures every op (geometric ops: <= 1 % of pixels differ, at sampling points that fall within
-     float error of a pixel edge; blends: <= 1 % of values differ, by 1 grey level);
-  3. normalise, then random erasing drawn for the whole batch (``batch_aug.random_erase``);
-  4. Mixup / CutMix as timm's ``Mixup`` in ``batch`` mode (one lambda per batch, paired with the
-     reversed batch, label smoothing folded into the soft targets), as two tensor ops.
-No Python runs per image. Draws come from the tensor loader's torch generator and numpy generator (lambda
-and the CutMix box, host-side, so no device sync) seeded by (seed, epoch, rank): each run keeps its own data
-order and augmentation stream, and an epoch replays exactly after a resume.
-"""
+"""The fast path for CIFAR-sized images: each batch augmented by a few whole-batch tensor ops on the device, every
+run drawing from its own random streams (seeded by (seed, epoch, rank)), so fused runs stay apart and an epoch
+replays exactly after a resume. DeiT's order for 32 px: crop and flip; RandAugment with a draw of ops per image
+(torchvision's op set and uint8 arithmetic, vectorised: one warp, one blend and the level ops per layer; exact up
+to float rounding, tests/test_fastpath.py); normalise and random erasing; Mixup / CutMix as timm's batch mode."""
 from __future__ import annotations
 
 import math
@@ -65,9 +47,8 @@ def _per_image(op: torch.Tensor, sign: torch.Tensor, values: dict, names: tuple,
 
 
 def _warp(x: torch.Tensor, op: torch.Tensor, sign: torch.Tensor, values: dict) -> torch.Tensor:
-    """The geometric ops as one nearest-neighbour warp: per image, output pixel centre (u, v), in pixels
-    from the top-left corner, samples the input at A @ (u, v, 1); outside the image it takes ``fill``.
-    Shears pivot on the top-left corner, rotation on the centre, translations are whole pixels (torchvision's)."""
+    """The geometric ops as one nearest-neighbour warp (output pixel centre (u, v) samples the input at A @ (u, v, 1),
+    ``fill`` outside), as torchvision pivots and rounds them."""
     b, c, h, w = x.shape
     s = lambda name: torch.where(op == OP[name], values[name] * sign, torch.zeros_like(sign))[:, None]  # noqa: E731
     theta = s("Rotate") * math.pi / 180
@@ -120,10 +101,8 @@ STAGES = ((("ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate"), _warp),
 
 
 def rand_augment(x: torch.Tensor, ops: torch.Tensor, signs: torch.Tensor, values: dict) -> torch.Tensor:
-    """RandAugment on a uint8 batch with ops drawn per image (``draw_ops``); ``values``: ``op_magnitudes``
-    and the ``fill`` of the pixels a warp uncovers. Each stage leaves the images that chose none of its
-    ops unchanged; on a GPU it runs on the whole batch (no host sync), on a CPU on the images that chose
-    it alone (a third of the work or less)."""
+    """RandAugment on a uint8 batch with ops drawn per image; each stage runs on the whole batch on a GPU (no host
+    sync), on a CPU on the images that chose it alone (a third of the work or less)."""
     for op, sign in zip(ops, signs):
         for names, stage in STAGES:
             if x.device.type != "cpu":
@@ -159,9 +138,8 @@ def mix(x: torch.Tensor, y: torch.Tensor, num_classes: int, rng: np.random.Gener
 
 
 class FastAugment:
-    """One run's batch augmentation on the device (the tensor loader's ``data.pipeline=fastpath``): ``batch``
-    takes a uint8 batch and its labels to (normalised images, targets), the targets soft (N x classes) when
-    Mixup/CutMix is on (``mixes``), else the labels."""
+    """One run's batch augmentation on the device (``data.pipeline=fastpath``): a uint8 batch and its labels to
+    (normalised images, targets), soft targets when Mixup/CutMix is on (``mixes``)."""
 
     def __init__(self, recipe: dict, data: dict, num_classes: int, size: int, device="cpu"):
         device = torch.device(device)

@@ -2,11 +2,9 @@
 
     python -m repro.data.holdout <ImageFolder root> <out dir> [--per-class 500]
 
-writes ``<out>/train/<class>/`` and ``<out>/val/<class>/`` as symbolic links to the images of
-``<root>/train``: the last ``per-class`` images of each class (sorted file order) go to val, the rest to
-train. Train a pilot on it with ``data=folder data.path=<out> data.test_split=val``; the test split is
-never read. Rerunning on the same input gives the same split and leaves existing links alone.
-"""
+links the last ``per-class`` images of each class of ``<root>/train`` into ``<out>/val/<class>/`` and the rest
+into ``<out>/train/<class>/`` (same input, same split); train on it with ``data=folder data.path=<out>
+data.test_split=val``."""
 from __future__ import annotations
 
 import argparse

@@ -1,10 +1,6 @@
-"""The ImageNet-scale path: timm's ``create_transform`` per image in DataLoader workers.
-
-As in DeiT/ConViT: bicubic RandomResizedCrop, flip, RandAugment, normalise, random erasing for
-training (RandomCrop with 4 px padding instead of the resized crop for inputs of 32 px or less);
-resize to size/0.875 and centre crop for evaluation; repeated augmentation with timm's
-RepeatAugSampler. Samplers are seeded per epoch, so an epoch replays exactly after a resume.
-"""
+"""The ImageNet-scale path: timm's ``create_transform`` per image in DataLoader workers, as in DeiT/ConViT
+(RandomCrop with 4 px padding instead of the resized crop at 32 px or less; size/0.875 resize and centre
+crop to evaluate; timm's RepeatAugSampler). Samplers are seeded per epoch, so an epoch replays after a resume."""
 from __future__ import annotations
 
 import signal

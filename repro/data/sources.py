@@ -1,10 +1,6 @@
-"""Where datasets live and how a split is listed: torchvision CIFAR, ImageFolder trees, synthetic.
-
-A split is an *ordered* list of images with labels (files sorted per class, or CIFAR's batch order),
-so "the first k images of each class" means the same thing everywhere. The data root is
-``REPRO_DATA_DIR`` (default ``./data``); a missing dataset is one error line that says where we
-looked, the layout we expect and how to get it.
-"""
+"""Where datasets live and how a split is listed: torchvision CIFAR, ImageFolder trees, synthetic. A split is an
+*ordered* list of images (files sorted per class, or CIFAR's order), so "the first k images of each class"
+means one thing everywhere; a missing dataset is one line: where we looked, the layout expected, how to get it."""
 from __future__ import annotations
 
 import os
@@ -38,9 +34,8 @@ def data_root() -> Path:
 
 
 def read_image(path: Path) -> Image.Image:
-    """One image file as RGB, the one decoder of both pipelines (so both see the same pixels). A file that
-    cannot be read (a dangling symlink), cut short, or over PIL's pixel limit (a decompression bomb) is a
-    DataError naming it."""
+    """One image file as RGB, the one decoder of both pipelines (so both see the same pixels); an unreadable, cut or
+    oversized (decompression bomb) file is a DataError naming it."""
     try:
         with Image.open(path) as im:
             return im.convert("RGB")
@@ -178,12 +173,8 @@ def _locate(cfg: dict, split: str) -> Split:
 
 
 def open_split(cfg: dict, split: str) -> Split:
-    """The split named by a data config, limited to its first ``max_per_class`` images per class.
-
-    The training fraction is taken later (``fraction_indices``) so that every fraction shares one
-    decoded copy. Falls back to synthetic images of the same size and class count when the dataset
-    is missing and ``data.allow_synthetic`` is set (smoke mode); the split name then says so.
-    """
+    """The split named by a data config, its first ``max_per_class`` images per class (all fractions share one decoded
+    copy); with ``data.allow_synthetic`` (smoke), a missing dataset is synthetic images of its shape, named so."""
     try:
         s = _synthetic(cfg, split) if cfg.get("synthetic") else _locate(cfg, split)  # synthetic: dry runs' pixels
     except DataError as e:

@@ -1,9 +1,5 @@
-"""Class-balanced training subsets, the way ConViT's code takes them (ConViT Table 2).
-
-The official ``make_subsampled_dataset`` keeps, for every class, the first ``int(n * f)`` files in
-sorted order, where n is the class's image count. We do the same on any ordered split: the list
-order (sorted file names, or CIFAR's batch order) is the order that "first" refers to.
-"""
+"""Class-balanced training subsets as ConViT's ``make_subsampled_dataset`` takes them (Table 2): for every class,
+the first ``int(n * f)`` images in the split's order (sorted file names, or CIFAR's batch order)."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -23,11 +19,8 @@ def check_fraction(fraction: float) -> float:
 
 def class_balanced_indices(labels: Sequence[int], fraction: float = 1.0,
                            max_per_class: int | None = None) -> list[int]:
-    """Indices of the first ``int(min(n_c, max_per_class) * fraction)`` items of each class c.
-
-    ``int(n * f)`` is kept as in the official code (a float product then floor), so e.g.
-    f=0.3 of 5000 images keeps 1500. Classes come out in label order, items in list order.
-    """
+    """Indices of the first ``int(min(n_c, max_per_class) * fraction)`` items of each class c, in label then list
+    order: ``int(n * f)`` as the official code floors it (0.3 of 5000 keeps 1500)."""
     fraction = check_fraction(fraction)
     if max_per_class is not None and max_per_class < 1:
         raise FractionError(f"data.max_per_class={max_per_class!r}: give a positive count or null")

@@ -1,9 +1,6 @@
 """Synthetic images for tests, smoke runs and paper-scale dry runs: learnable, deterministic, no files.
-
-Each class has a fixed random 4x4 colour layout (shared by train and test, so the task can be
-learned); each image is its class layout, upsampled to the image size, plus per-image noise.
-Any image can be made on its own, so a 1000-class 224 px split costs nothing until it is read.
-"""
+Each image is its class's fixed random 4x4 colour layout, upsampled, plus per-image noise; any image is made on
+its own, so a 1000-class 224 px split costs nothing until it is read."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,9 +1,5 @@
-"""Small datasets decoded once into a uint8 tensor, cached on disk under REPRO_CACHE_DIR.
-
-Training then never decodes an image again: the tensor is indexed (on the GPU when there is one)
-and augmented in batches. The cache file is named by a hash of the files' bytes in order, so changed
-pixels (an image replaced by another of the same size) get a new cache instead of a stale one.
-"""
+"""Small datasets decoded once into a uint8 tensor, cached on disk under REPRO_CACHE_DIR, so training never
+decodes an image again; the file is named by a hash of the images' bytes, so changed pixels get a new cache."""
 from __future__ import annotations
 
 import hashlib

@@ -1,10 +1,6 @@
-"""Batches from a device-resident uint8 tensor: the pipeline for CIFAR-sized data (airbench-style).
-
-The whole (fraction of the) training set sits on the device; an epoch is a permutation, a batch is
-an index, augmentation runs on the batch: ``batch_aug.BatchAugment`` (``data.pipeline=tensor``) or
-``fastpath.FastAugment`` (``data.pipeline=fastpath``: per-image RandAugment, Mixup/CutMix drawn here).
-Randomness comes from generators seeded by (seed, epoch, rank), so an epoch replays exactly after a resume.
-"""
+"""Batches from a device-resident uint8 tensor (airbench-style): an epoch is a permutation, a batch an index,
+augmentation runs on the batch (``BatchAugment`` or ``FastAugment``), all drawn from generators seeded by
+(seed, epoch, rank), so an epoch replays exactly after a resume."""
 from __future__ import annotations
 
 import math
@@ -70,8 +66,7 @@ class TensorEvalLoader:
             yield self.normalize(self.images[i:i + self.batch_size]), self.labels[i:i + self.batch_size]
 
     def sample(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """``n`` images spread evenly over the test set, for probes: the test sets are stored class by
-        class, so the first n would all be one class."""
+        """``n`` images spread over the test set, for probes (stored class by class: the first n are one class)."""
         idx = spread(len(self.labels), n).to(self.labels.device)
         return self.normalize(self.images[idx]), self.labels[idx]
 

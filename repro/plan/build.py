@@ -1,13 +1,10 @@
 """A paper at a scale -> its plan: every run resolved, with its id, the cells and claims of the scale,
 and what each run depends on.
 
-One run serves another through the plan's edges, named there so that the scheduler and the report need not
-rediscover them: a run's ``depends_on`` is the run it starts from (``init``: a train run from another's final
-model) or reads (``source``: a probe of another run's record or checkpoint), both loaded by run/sources.py; a cell
-that an earlier run's record fills (a spec whose resolved config, seed and scale are that run's, filed under
-another table: ``runs.fill``) is one of the plan's ``fills``, naming that run, and no run of its own. A run's
-``group`` is that of the run it starts from or reads, else a new one: what one process runs together, in order.
-"""
+The edges are named in the plan so that the scheduler and the report need not rediscover them: ``depends_on``
+is the run a run starts from (``init``) or reads (``source``); a cell an earlier run's record fills
+(``runs.fill``) is one of the ``fills``, with no run of its own; a run's ``group`` is that of the run it
+depends on, else a new one: what one process runs together, in order."""
 from __future__ import annotations
 
 from ..errors import ConfigError
@@ -65,9 +62,8 @@ def _edges(spec: RunSpec) -> dict:
 
 
 def _measured_by(specs: list[RunSpec]) -> dict[str, str]:
-    """Run id -> the run that measures it: the first spec of its fingerprint (the same run asked for by another
-    table fills a cell there), or itself where another run starts from or reads it (smoke mode can make two
-    tables' sources one config: each runs, so that every dependent finds its source's record)."""
+    """Run id -> the run that measures it: the first of its fingerprint (another table's cell names it), or itself
+    where a run depends on it (smoke mode can make two sources one config: each runs, for its dependents)."""
     served = {d for s in specs for d in _edges(s).values()}
     first: dict[str, str] = {}
     for s in specs:

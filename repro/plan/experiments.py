@@ -1,9 +1,5 @@
-"""The one door to paper code: ``papers/<id>/experiments.py`` and what it declares.
-
-Each defines ``runs(scale: str, seeds: int | None) -> list[RunSpec]``, optionally ``SCALES`` (the scales it
-has runs for) and ``RESOLVES`` (scale -> the claims that scale is designed to resolve). Nothing outside
-repro/plan/ imports a paper's experiments: the run and report stages read what the plan wrote.
-"""
+"""The one door to paper code: ``papers/<id>/experiments.py`` defines ``runs(scale, seeds) -> list[RunSpec]`` and
+optionally ``SCALES`` and ``RESOLVES`` (scale -> claims it resolves); the run and report stages read the plan."""
 from __future__ import annotations
 
 import importlib

@@ -78,8 +78,7 @@ def read_plan(paper: str, scale: str, root: Path | None = None, verify: bool = T
 
 
 def plan_at(path: Path) -> dict:
-    """The plan at ``path`` (``<results>/<paper>/<scale>/plan.json``, as plan_path names it), checked as read_plan
-    checks it: what the run stage reads."""
+    """The plan at ``path`` (as plan_path names it), checked as read_plan checks it: what the run stage reads."""
     path = Path(path)
     plan = read_plan(path.parent.parent.name, path.parent.name, path.parents[2])
     if plan is None:

@@ -1,9 +1,5 @@
-"""One group of a ``jobs=N`` command's runs, in a process of its own (repro/run/parallel.py starts it):
-
-    python -m repro.run.child <config.json> <plan.json> <group> <index> <plan digest>
-
-Its input is the parent's composed config and the plan: no Hydra composition and no resolution here; the
-parent checked everything and builds the report."""
+"""One group of a ``jobs=N`` command's runs in a process of its own (parallel.py starts it), from the parent's
+composed config and plan: ``python -m repro.run.child <config.json> <plan.json> <group> <index> <digest>``."""
 from __future__ import annotations
 
 import json
@@ -11,16 +7,13 @@ import sys
 from pathlib import Path
 
 from ..train.execute import record_status
-from ..train.model import register_models
 from .outcome import outcome
 from .reproduce import in_this_process, plan_written
 from .specs import select
 
 
 def run_group(c: dict, plan: Path, group: int, digest: str) -> int:
-    """The plan's runs of ``group`` among those the command means, in order in this process (the plan still the
-    one its parent wrote: another command may have rewritten it since)."""
-    register_models(c.get("paper"), c["runtime"].get("imports"))
+    """The plan's runs of ``group`` among those the command means, in order here (the plan still its parent's)."""
     specs = select(c, plan_written(plan, digest), group)
     return in_this_process(c, specs, {s.run_id: record_status(s) for s in specs})
 

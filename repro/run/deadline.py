@@ -3,16 +3,10 @@
     python -m repro deadline 25m reproduce paper=convit scale=small [runtime.fused=true ...]
     python -m repro deadline 17:20 reproduce paper=convit ...      # a UTC clock time (today, or tomorrow)
 
-Before it starts, it predicts the campaign's wall time on this device from a measured throughput table
-(a few timed training steps of each distinct model and batch, kept in <cache>/deadline/<device>.json and
-reused; fused groups sped up by the ``packed_speedup`` that results/bench/<device>-fastpath.json measured,
-if any) and prints it beside the time left: "this campaign: 23 min on cpu, 5 groups of 2 runs; 25 min left".
-It then runs the command with a watch that, ``--margin`` seconds before the deadline, asks the loop to stop
-as SIGTERM does: the run(s) in progress checkpoint where they are, and the command exits 0 with a summary
-(runs finished, runs left, the time they need). The same command resumes them from their checkpoints. Where
-checkpoints do not outlive the machine (a lent GPU whose files do not come back), ``--hold-back`` starts only
-the runs predicted to finish in time, and the same command later starts the rest.
-"""
+It predicts the campaign's wall time from a throughput table measured once per device (fused groups sped up by
+a measured ``packed_speedup``) and prints it beside the time left, then runs the command with a watch that,
+``--margin`` seconds before the deadline, stops it as SIGTERM does: runs checkpoint and the same command resumes
+them. ``--hold-back`` starts only the runs predicted to finish, for a machine whose checkpoints do not outlive it."""
 from __future__ import annotations
 
 import argparse
@@ -27,13 +21,12 @@ import torch
 from .. import records
 from ..errors import ConfigError, one_line
 from ..paths import check_creatable
-from ..train import machine
+from ..train import machine, preempt
 from ..data import fraction_indices, open_split
 from ..probes.speed import throughput
 from ..runs import RunSpec, cache_root, final_checkpoint
-from ..train import preempt
 from ..train.execute import DONE, record_status
-from ..train.model import create_model, register_models
+from ..train.model import create_model
 from ..train.recipe import run_epochs
 from .sequential import BAD_INPUT
 from .specs import select
@@ -113,8 +106,7 @@ def packed_speedup() -> float | None:
 
 
 def run_seconds(todo: list[RunSpec], rate, count=work) -> dict[str, float]:
-    """Each run's predicted seconds alone: its images left (``count``) at ``rate(spec)`` training images/s,
-    evaluations at EVAL_SPEEDUP times that."""
+    """Each run's predicted seconds alone: images left at ``rate(spec)`` images/s, evaluations EVAL_SPEEDUP faster."""
     seconds = {}
     for s in todo:
         images, per_eval, evals = count(s)
@@ -139,8 +131,7 @@ def units(c: dict, todo: list[RunSpec], seconds: dict[str, float], speedup: floa
 
 
 def predict(c: dict, specs: list[RunSpec]) -> dict:
-    """The campaign's predicted seconds on this device, with its shape (runs, groups) and the units it trains
-    as (``units``), from the measured throughput table."""
+    """The campaign's predicted seconds on this device, its shape (runs, groups) and ``units``."""
     todo = [s for s in specs if s.kind == "train" and record_status(s) not in DONE]
     table = throughput_table(todo)
     speedup = packed_speedup() or 1.0
@@ -151,11 +142,8 @@ def predict(c: dict, specs: list[RunSpec]) -> dict:
 
 
 def held_back(c: dict, doc: dict, budget: float, p: dict | None = None) -> set[str]:
-    """The runs not to start when a stopped run cannot resume elsewhere (a lent machine whose checkpoints do
-    not outlive it). In the command's order each unit (a run alone, or a fused group) goes to the first of the
-    ``jobs`` workers to be free and is held back unless it ends within ``budget`` seconds; a run that starts
-    from or reads a held-back run (the plan's ``depends_on``) is held back with it (``p``: the campaign's
-    ``predict``, if made). Run ids."""
+    """Run ids not to start where a stopped run cannot resume elsewhere: in order, each unit goes to the first of
+    ``jobs`` workers free and is held back unless it ends within ``budget`` s, and so is every run depending on one."""
     free, held, specs = [0.0] * max(1, int(c.get("jobs") or 1)), set(), select(c, doc)
     for unit, secs in (p or predict(c, specs))["units"]:
         i = min(range(len(free)), key=free.__getitem__)
@@ -200,7 +188,6 @@ def run(deadline: str, c: dict, doc: dict, args: list[str], command: Callable[[l
     left = seconds_left(deadline)
     if not 0 <= margin < MAX_DAYS * 86400:  # nan too
         raise ConfigError(f"--margin {margin}: give seconds >= 0")
-    register_models(c.get("paper"), c["runtime"].get("imports"))
     specs = select(c, doc)
     p = predict(c, specs)
     print(plan_line(p, left), flush=True)

@@ -6,16 +6,13 @@ from ..runs import RunSpec
 from ..train import ddp
 from ..train.engine import train
 from ..train.execute import make_record
-from ..train.model import register_models
 from .progress import describe
 from .runtime import runtime
 from .specs import select, validate
 
 
 def distinct_shapes(specs: list[RunSpec]) -> list[RunSpec]:
-    """One spec per distinct model, data shape, objective and init for dry runs: recipe values
-    (lr, epochs, fraction, augmentation strengths) and probes do not change what can rot at paper
-    scale (probes and extra losses are exercised by the tiny smoke runs), so they are ignored."""
+    """One spec per distinct model, data shape, objective and init: recipe and probes change nothing that can rot."""
     first: dict[str, RunSpec] = {}
     for s in specs:
         c, data = s.config, s.config.get("data", {})
@@ -26,9 +23,7 @@ def distinct_shapes(specs: list[RunSpec]) -> list[RunSpec]:
 
 
 def dry_run(c: dict, doc: dict) -> int:
-    """Two optimizer steps of each distinct run config of the plan ``doc`` (built, never written: its configs
-    are the dry run's); 1 when one does not finish."""
-    register_models(c.get("paper"), c["runtime"].get("imports"))
+    """Two optimizer steps of each distinct run config of the plan ``doc`` (built, never written); 1 if one fails."""
     specs = select(c, doc)
     rt = runtime(c, ddp.setup(c["runtime"]["device"]))
     rt.persist, rt.progress = False, False

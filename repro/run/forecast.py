@@ -1,21 +1,12 @@
 """A campaign's device time predicted from a committed benchmark, before any device is lent.
 
-    python -m repro forecast [--bench results/bench/NVIDIA_H200-data_path.json] [--paper convit ...] \
-        scale=small [runtime.fused=true data.pipeline=fastpath ...]
+    python -m repro forecast [--bench results/bench/NVIDIA_H200-data_path.json] [--paper convit ...] scale=small
 
-deadline.py measures its throughput table on the device it runs on; a session without that device (no GPU
-here, one 30-minute slot later) needs the prediction first, to plan which campaign fits the slot. This
-module prices each run from the numbers ``benchmarks/data_path.py`` measured on that device, with no data
-and no accelerator. The engine's ``small`` step of the benchmark's model (``step_s`` a batch, ``model_s``
-of it in the model) splits into a part outside the model, per image, and the model's step, which takes the
-longer of two bounds: compute, the reference's time scaled by forward FLOPs per image and batch, and
-launches, the reference's time scaled by parameter tensors (kernels per step grow with them; at 32 px the
-measured step is launch-bound: DeiT-Ti's model step took 28 ms at batch 512 and 33 ms at batch 128).
-GPSA models (ConViT) pay the ConViT / DeiT training ratio the same device measured at 32 px
-(``<device>.json``, ``convit_deit_ratio``). Epochs, fractions, evaluations and checkpoints count as
-deadline.py counts them; fused groups are sped up only by a measured ``packed_speedup``
-(``<device>-fastpath.json``). A prediction from one model's measurement, not a measurement.
-"""
+Why: deadline.py measures on the device it runs on; planning which campaign fits a 30-minute slot needs the
+prediction first. Each run is priced from ``benchmarks/data_path.py``'s step on that device: a part outside the
+model per image, and the model's step as the longer of a compute bound (scaled by forward FLOPs) and a launch
+bound (scaled by parameter tensors: at 32 px the step is launch-bound); ConViT pays the measured ConViT / DeiT
+ratio, fused groups a measured ``packed_speedup``. A prediction from one model's measurement, not a measurement."""
 from __future__ import annotations
 
 import argparse
@@ -33,7 +24,7 @@ from ..errors import ConfigError, one_line
 from ..models.cost import count_macs
 from ..runs import RunSpec
 from ..train.execute import DONE, record_status
-from ..train.model import create_model, register_models
+from ..train.model import create_model
 from .deadline import _arch_key, run_seconds, units, work
 from .sequential import BAD_INPUT
 from .specs import select
@@ -105,9 +96,7 @@ def cost(config: dict) -> tuple[float, int]:
 
 
 def forecast(c: dict, doc: dict, ref: Reference) -> dict:
-    """The training runs of a command (its config ``c``, its plan ``doc``) not yet recorded, their groups and
-    predicted seconds."""
-    register_models(c.get("paper"), c["runtime"].get("imports"))
+    """The training runs of config ``c`` and plan ``doc`` not yet recorded, their groups and predicted seconds."""
     specs = select(c, doc)
     todo = [s for s in specs if s.kind == "train" and record_status(s) not in DONE]
     rates: dict[str, float] = {}

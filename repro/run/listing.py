@@ -11,7 +11,7 @@ from tabulate import tabulate
 from .. import records
 from ..errors import one_line
 from ..runs import RunSpec
-from ..train.execute import record_status
+from ..train.execute import DONE, record_status
 from .specs import select
 
 
@@ -51,10 +51,8 @@ def list_runs(c: dict, doc: dict) -> int:
     rows = []
     for s in specs:
         st = _status(s)
-        top1 = ""
-        if st in ("finished", "diverged"):
-            rec = records.read_record(records.record_path(s.paper, s.scale, s.run_id))
-            top1 = rec["metrics"].get("top1", "")
+        rec = records.read_record(records.record_path(s.paper, s.scale, s.run_id)) if st in DONE else None
+        top1 = rec["metrics"].get("top1", "") if rec else ""
         rows.append([s.table, s.cell["row"], ",".join(s.cell["columns"]), s.seed, s.run_id, st, top1])
     print(f"{c['paper']} at scale {c['scale']}: {len(specs)} run(s)")
     print(tabulate(rows, headers=["table", "row", "columns", "seed", "run_id", "status", "top1"]))

@@ -1,14 +1,8 @@
-"""One process per run at a time: a lock file created atomically (O_EXCL) in a folder of the run's own
-(``lock_dir``: in the results folder, beside the records, so that the lock holds whatever cache each
-command uses). Every way a run is trained (alone, in a fused group, under torchrun) takes it through
-``claim``.
-
-Why: two ``reproduce`` commands on one results folder (or a cluster array job) would each train every
-run, twice the compute, racing on the same record. The lock holds the owner's pid and host, and its holder touches it every ``HEARTBEAT_S`` seconds (its mtime is the
-heartbeat). A lock is stale, and taken over, when its owner is gone: a dead process on this host, or
-no heartbeat for ``STALE_AFTER_S`` seconds (a killed job on another host, e.g. a SLURM job requeued
-onto another node; on this host, a pid reused since its owner died). Under DDP only rank 0 takes it.
-"""
+"""One process per run at a time: a lock file created atomically (O_EXCL) beside the run's record (``lock_dir``),
+so that two commands on one results folder (or a cluster array job) never train a run twice, whatever caches
+they use. Every path that trains a run takes it through ``claim`` (under DDP, rank 0 alone). The holder touches
+it every ``HEARTBEAT_S``; it is stale, and taken over, when its owner is a dead process on this host or no
+heartbeat came for ``STALE_AFTER_S`` (a killed job on another host, a reused pid)."""
 from __future__ import annotations
 
 import json
@@ -40,8 +34,7 @@ def _alive(pid: int) -> bool:
 
 
 def owner(path: Path) -> dict | None:
-    """The lock's owner {pid, host, since}, or None when there is no lock or its owner cannot be read from it
-    (a lock being written, cut, or not ours)."""
+    """The lock's owner {pid, host, since}, or None: no lock, or one being written, cut, or not ours."""
     try:
         info = json.loads(Path(path).read_text())
     except (OSError, ValueError):
@@ -129,16 +122,14 @@ def lock_dir(spec: RunSpec) -> Path:
 
 @contextmanager
 def claim(spec: RunSpec, d: ddp.Dist):
-    """The run's lock, taken by rank 0 alone; every rank gets its answer, so that all ranks train the run
-    or all skip it."""
+    """The run's lock, taken by rank 0 and its answer shared, so that all ranks train the run or all skip it."""
     with (run_lock(lock_dir(spec)) if d.is_main else nullcontext(True)) as held:
         yield ddp.from_main(held, d)
 
 
 def held_by(spec: RunSpec) -> str:
-    """'another process holds it (pid <pid> on <host>)', for the line that skips a run. A lock whose owner
-    cannot be read, and a heartbeat from the future (a clock ahead of ours: the lock then outlives its holder by
-    that much), are named with what to do."""
+    """'another process holds it (pid <pid> on <host>)', with what to do where its owner cannot be read or its
+    heartbeat is from the future (a clock ahead of ours: the lock outlives its holder by that much)."""
     path = lock_dir(spec) / LOCK_NAME
     who = owner(path)
     holder = f"pid {who['pid']} on {who['host']}" if who else "its owner cannot be read from the lock"

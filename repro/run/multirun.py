@@ -1,16 +1,10 @@
 """Hydra multiruns that report, through any launcher (basic, submitit_local, slurm).
 
-A launcher runs each job where it likes (this process, a child, a SLURM node) and the job's exit code
-and error stay there: a failed job used to look like a finished one, and the parent printed nothing.
-``JobReport`` is a Hydra callback (``hydra.callbacks`` in conf/config.yaml): each job, wherever it runs,
-writes ``outcome.json`` into its Hydra output folder when it ends (``on_job_end``); the parent prints a
-progress line every ``every_s`` seconds while jobs run and, at the end, one line per job (finished, or
-failed with its one-line error and log file) and makes the exit code non-zero when one failed.
-A job killed outright (out of memory, node lost, scancel) writes no outcome: the submitit launcher then
-raises in the parent, Hydra prints submitit's error, which names the job's log, and ``summarize_unended``
-the lines of the jobs that did end (exit code 1). A SLURM job that SIGTERM stops (requeue, preemption)
-leaves no result either, so that the parent waits for the requeued job (``end_stopped_slurm_job``).
-"""
+A launcher runs each job where it likes, and its exit code stays there: a failed job looked finished. ``JobReport``
+(a Hydra callback, conf/config.yaml) has each job write ``outcome.json`` when it ends; the parent prints progress
+while jobs run, then one line per job, and exits non-zero when one failed. A job killed outright writes none:
+``summarize_unended`` lists the jobs that did end. A SLURM job stopped by SIGTERM leaves no result, so that the
+parent waits for its requeued run (``end_stopped_slurm_job``)."""
 from __future__ import annotations
 
 import importlib.util
@@ -145,8 +139,7 @@ def _summary(sweep_dir: Path, total: int | None, missing_why: str = "killed?") -
 
 
 def summarize_unended() -> int:
-    """After a multirun that stopped before its end (a submitit launcher raises when a job ends without a
-    result, after Hydra printed that error): the one line per job that did end, and 1; 0 when none stopped."""
+    """After a multirun stopped before its end (a job ended without a result): a line per job that ended, and 1."""
     global _running
     if _running is None:
         return 0
@@ -162,23 +155,16 @@ def in_slurm_job() -> bool:
 
 
 def join_slurm_tasks() -> None:
-    """In a SLURM job of several tasks (``hydra.launcher.tasks_per_node`` or ``nodes`` above 1) each task is one
-    rank of the data-parallel group, as under torchrun: submitit's helper exports what ``torch.distributed``
-    reads (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT: the job's first node), so that ``repro``
-    joins the group instead of relaunching itself under torchrun in every task."""
+    """In a SLURM job of several tasks, each task joins the data-parallel group as a rank (submitit exports what
+    ``torch.distributed`` reads) instead of relaunching itself under torchrun."""
     if in_slurm_job() and int(os.environ.get("SLURM_NTASKS", "1")) > 1 and "RANK" not in os.environ:
         from submitit.helpers import TorchDistributedEnvironment
         TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
 
 
 def end_stopped_slurm_job(code: int) -> None:
-    """A SLURM job whose run SIGTERM stopped (checkpointed, lock released) exits with ``code`` and no result.
-
-    SLURM sends SIGTERM when it requeues a job (``scontrol requeue``, preemption) or ends it (``scancel``, its
-    time limit). A result would tell the launcher's parent that the job is over, and it reported a failed job
-    while SLURM ran it again; without one the parent waits for the requeued job's result, or hears from SLURM
-    that the job was cancelled. (submitit's own handler of its requeue signal exits the same way.)
-    """
+    """A SLURM job whose run SIGTERM stopped (requeue, preemption, scancel, time limit) exits with ``code`` and no
+    result: a result would tell the launcher's parent the job is over while SLURM runs it again."""
     if in_slurm_job():
         raise SystemExit(code)
 

@@ -15,8 +15,8 @@ from .locks import claim
 
 
 def train_packed(specs: list[RunSpec], rt: Runtime, say=print) -> set[str]:
-    """Train the runs among ``specs`` that fuse, group by group, and write their records; the run ids
-    recorded. A group that cannot run together is left to train alone (its runs are not returned)."""
+    """Train the runs among ``specs`` that fuse, group by group, and write their records; the run ids recorded (a
+    group that cannot run together is left to train alone)."""
     if rt.dist.world_size > 1:
         return set()
     done: set[str] = set()

@@ -1,8 +1,6 @@
-"""``jobs=N``: N processes at a time, each running one group of the plan's runs (a run that starts from scratch
-with the runs that start from it or read it: the plan's ``group``); a process that ends hands its core to the
-next group. A fixed split into N shards left a core idle for up to a run's length at the end. Groups whose runs
-all have a record are not started. Each process (``python -m repro.run.child``) reads the command's config and
-plan.json: no Hydra composition, no resolution."""
+"""``jobs=N``: N processes at a time, each running one group of the plan's runs (a run with the runs that start
+from or read it); a process that ends hands its core to the next group, where a fixed split into N shards left
+a core idle at the end. Groups whose runs all have a record are not started."""
 from __future__ import annotations
 
 import json
@@ -62,7 +60,6 @@ def parallel(c: dict, plan: Path, doc: dict, specs: list[RunSpec], status: dict)
 
 
 def start_group(cmd: list[str]) -> subprocess.Popen:
-    """A group's process, in a process group of its own: Ctrl-C at the terminal reaches this process alone,
-    which passes it on as SIGTERM (preempt.wait). A child in the terminal's group got Ctrl-C too, and while
-    Python was still starting (before any handler of ours could be set) it ended in a traceback."""
+    """A group's process in a session of its own: Ctrl-C reaches this process alone, which passes it on as SIGTERM
+    (preempt.wait); a child in the terminal's group that got it while Python was starting ended in a traceback."""
     return subprocess.Popen(cmd, env={**os.environ, preempt.SUMMARIZED: "1"}, start_new_session=True)

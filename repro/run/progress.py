@@ -11,16 +11,10 @@ from ..train.execute import DONE, record_status
 def describe(rec: dict) -> str:
     """'finished, top1 71.20, top5 90.10, 12.3s, 850 img/s' from a record."""
     m, p = rec["metrics"], rec["provenance"]
-    parts = [rec["status"]]
-    if rec["status"] == "diverged":
-        parts.append(f"at step {m.get('diverged_step')}")
-    for k in ("top1", "top5"):
-        if isinstance(m.get(k), (int, float)):
-            parts.append(f"{k} {m[k]:.2f}")
-    if isinstance(p.get("wall_s"), (int, float)):
-        parts.append(f"{p['wall_s']:.1f}s")
-    if isinstance(p.get("images_per_s"), (int, float)):
-        parts.append(f"{p['images_per_s']:.0f} img/s")
+    parts = [rec["status"], *([f"at step {m.get('diverged_step')}"] if rec["status"] == "diverged" else [])]
+    parts += [f"{k} {m[k]:.2f}" for k in ("top1", "top5") if isinstance(m.get(k), (int, float))]
+    parts += [form.format(p[k]) for k, form in (("wall_s", "{:.1f}s"), ("images_per_s", "{:.0f} img/s"))
+              if isinstance(p.get(k), (int, float))]
     return ", ".join(parts)
 
 

@@ -13,7 +13,6 @@ from ..plan.store import check_plan_path, plan_at, plan_path
 from ..runs import run_dir
 from ..train import ddp
 from ..train.execute import DONE, record_status
-from ..train.model import register_models
 from . import multirun
 from .outcome import RunsFailed
 from .parallel import parallel
@@ -25,7 +24,6 @@ from .specs import check_records, select, to_train, validate
 
 def check(c: dict, doc: dict) -> list[str]:
     """Everything checkable before anything is written, the plan included; the datasets' lines to print."""
-    register_models(c.get("paper"), c["runtime"].get("imports"))
     specs = select(c, doc)
     for folder in dict.fromkeys(records.record_dir(s.paper, s.scale) for s in specs) or [records.results_root()]:
         check_writable(folder)  # records/ or <scale>/ being a file: one line now, not a run that trains, then fails
@@ -50,10 +48,8 @@ def plan_written(plan: Path, digest: str | None) -> dict:
 
 
 def reproduce(c: dict, plan: Path, task: list[str], digest: str | None = None) -> int:
-    """The command's runs of ``plan`` (``digest``: the one this command wrote); its exit code (``task``: the
-    command line, for torchrun's ranks)."""
+    """The command's runs of ``plan`` (``digest``: as this command wrote it; ``task``: for torchrun); its exit code."""
     multirun.join_slurm_tasks()
-    register_models(c.get("paper"), c["runtime"].get("imports"))
     doc = plan_written(plan, digest)
     specs = select(c, doc)
     status = {s.run_id: record_status(s) for s in specs}

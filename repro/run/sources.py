@@ -1,9 +1,6 @@
-"""What a run reads of the runs it depends on (plan.json's ``depends_on``), loaded before it executes: one loader
-for both edges, so neither the engine nor a probe reads another run. A run that starts from another (``init``)
-gets the source's finished record and final weights (the record alone when it resumes its own checkpoint); a
-pointer probe (``source``) the same of the run it measures. The weights are the ``model`` entry of the source's
-``last.pt`` (its final model; nothing deletes it), loaded with ``weights_only=True``. The scheduler runs sources
-first and nothing else trains them, so an unusable source is one line: what to run first, or what to delete."""
+"""What a run reads of the runs it depends on (plan.json's ``depends_on``: ``init`` and a pointer's ``source``),
+loaded before it runs by one loader, so neither the engine nor a probe reads another run: the source's finished
+record and the final weights of its ``last.pt``. Sources run first, so an unusable one is one line saying what to do."""
 from __future__ import annotations
 
 from .. import records

@@ -9,10 +9,10 @@ from ..checks import check_data, check_finite, check_paths, check_recipe, class_
 from ..data import check_fraction, check_train_data
 from ..errors import ConfigError, one_line
 from ..functions import lookup
-from ..runs import RUN_KEYS, RunSpec
+from ..runs import RUN_KEYS, RunSpec, sources_first
 from ..train.execute import DONE
 from ..train.hooks import probe_list
-from ..train.model import check_model
+from ..train.model import check_model, register_models
 
 
 def planned_specs(doc: dict) -> list[RunSpec]:
@@ -32,7 +32,8 @@ def planned_specs(doc: dict) -> list[RunSpec]:
 def select(c: dict, doc: dict, group: int | None = None) -> list[RunSpec]:
     """The plan's runs one command means: its tables (``tables=``: their runs and the runs that fill their cells)
     and runs (``runs=``, ids or prefixes), with every run they start from or read (the plan's ``depends_on``),
-    then this shard's groups or ``group`` alone."""
+    then this shard's groups or ``group`` alone; the models they name registered."""
+    register_models(c.get("paper"), (c.get("runtime") or {}).get("imports"))
     wanted = doc["runs"]
     tables = c.get("tables")
     if tables:
@@ -54,32 +55,14 @@ def select(c: dict, doc: dict, group: int | None = None) -> list[RunSpec]:
         raise ConfigError(f"shard={index} with num_shards={shards}: need 0 <= shard < num_shards")
     mine = (lambda g: g == group) if group is not None else (lambda g: g % shards == index)
     spec = {s.run_id: s for s in planned_specs(doc)}
-    return [spec[r["run_id"]] for r in with_dependencies(doc, wanted) if mine(r["group"])]
-
-
-def with_dependencies(doc: dict, runs: list[dict]) -> list[dict]:
-    """``runs`` and every run one of them starts from or reads (``depends_on``: init, source), each before its
-    first dependent: a command that asks for a table of probes trains their sources itself, in order."""
-    by_id, out, seen = {r["run_id"]: r for r in doc["runs"]}, [], set()
-
-    def add(r: dict) -> None:
-        for served in r["depends_on"].values():
-            add(by_id[served])
-        if r["run_id"] not in seen:
-            seen.add(r["run_id"])
-            out.append(r)
-
-    for r in runs:
-        add(r)
-    return out
+    by_id = {r["run_id"]: r for r in doc["runs"]}  # every run they start from or read, before its first dependent
+    needed = sources_first(wanted, lambda r: r["run_id"], lambda r: [by_id[i] for i in r["depends_on"].values()])
+    return [spec[r["run_id"]] for r in needed if mine(r["group"])]
 
 
 def validate(spec: RunSpec, seen_data: dict | None = None) -> str | None:
-    """Everything checkable before a run starts, so bad input fails before anything is written.
-
-    Returns the dataset's images per class ('data: ...'), or None where ``seen_data`` (the datasets already
-    checked) holds it: ImageNet is listed once, not per run.
-    """
+    """Everything checkable before a run starts, so bad input fails before anything is written; the dataset's
+    images per class ('data: ...'), or None where ``seen_data`` (datasets already checked) holds it."""
     check_finite({k: v for k, v in spec.config.items() if k in RUN_KEYS})
     if spec.kind == "probe":
         if not spec.config.get("probe"):

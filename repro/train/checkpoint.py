@@ -1,14 +1,9 @@
 """Checkpoints that make a killed run resume exactly where its last completed epoch left it.
 
-One file per run (``<run dir>/last.pt``), replaced atomically (temp file, fsync, rename), holding
-model, optimizer, scheduler, grad scaler, EMA, the RNG states (python, numpy, torch, CUDA),
-epoch/step, the metrics history so far, the run's config fingerprint and the record it trains toward. The last epoch is always
-saved, so a finished run's ``last.pt`` holds its final model (what ``config["init"]`` of a later run
-starts from, and what a pointer probes: run/sources.py loads it); nothing deletes it. Loaded with
-``weights_only=True``. A checkpoint whose fingerprint is not the run's is refused with an error
-(never silently ignored or overwritten): it belongs to another config, and resuming from it would
-mix two experiments.
-"""
+One file per run (``<run dir>/last.pt``, replaced atomically, loaded ``weights_only``) with everything a resume
+needs, RNG states included. The last epoch is always saved, so a finished run's ``last.pt`` is its final model
+(what a later run starts from, or a pointer probes). A checkpoint of another config fingerprint is refused,
+never ignored or overwritten: resuming from it would mix two experiments."""
 from __future__ import annotations
 
 import random
@@ -71,14 +66,8 @@ def load(path: Path, fingerprint: str) -> dict | None:
 
 def for_record(state: dict | None, record: str, epochs: int, max_steps: int, path: Path
                ) -> tuple[dict | None, dict | None]:
-    """The checkpoint a run writing ``record`` may resume, and the reuse its record must name.
-
-    A run resumes its own partial checkpoint as if never stopped. Another record's checkpoint (another
-    results folder sharing this cache, or one written before checkpoints named their record) holds the
-    same config's training: a final one is not reused, so a fresh results folder measures again; a
-    partial one is resumed. That, and a final model turned into a record again (its record was deleted),
-    is named in the record: ``resumed_from`` gives the checkpoint and the record it was written for.
-    """
+    """The checkpoint a run writing ``record`` may resume, and the reuse its record names (``resumed_from``): another
+    results folder's final checkpoint is not reused, so a fresh folder measures again; a partial one is resumed."""
     if state is None:
         return None, None
     final = state["epoch"] >= epochs or bool(max_steps and state["step"] >= max_steps)

@@ -1,10 +1,6 @@
-"""torch.compile for a training step: which mode, and what CUDA graphs ask of the loop around it.
-
-A small ViT at 32 px on a GPU is launch-bound (thousands of small kernels a step): ``reduce-overhead`` (and
-``max-autotune``) replay the compiled forward and backward as CUDA graphs. A replay writes its outputs into
-the same memory every step, so the loop marks each step's start and copies out what it keeps (the loss)
-before the next replay (PyTorch's "CUDAGraph Trees" notes). On a CPU those modes compile without graphs.
-"""
+"""torch.compile for a training step: which mode, and what CUDA graphs ask of the loop around it. A launch-bound
+small ViT replays its compiled step as CUDA graphs (``reduce-overhead``, ``max-autotune``); a replay rewrites
+its outputs in place, so the loop marks each step's start and copies out the loss (PyTorch's "CUDAGraph Trees")."""
 from __future__ import annotations
 
 import os

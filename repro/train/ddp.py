@@ -1,11 +1,6 @@
-"""Data-parallel training under torchrun (NCCL on GPUs, gloo on CPU).
-
-``python -m repro reproduce`` started by torchrun finds RANK/WORLD_SIZE/LOCAL_RANK in its
-environment and joins the process group; every rank runs every run of the list in the same order,
-rank 0 alone takes run locks and writes checkpoints, logs and records, and shares its decisions
-(``from_main``). ``relaunch`` re-executes the current command under torchrun (``full`` scale with
-several GPUs, or ``runtime.nproc_per_node=N``).
-"""
+"""Data-parallel training under torchrun (NCCL on GPUs, gloo on CPU): every rank runs every run in the same
+order, rank 0 alone takes locks and writes checkpoints, logs and records, and shares its decisions
+(``from_main``); ``relaunch`` re-executes the command under torchrun."""
 from __future__ import annotations
 
 import os
@@ -82,9 +77,7 @@ def any_rank(flag: bool, d: Dist) -> bool:
     """True on every rank when ``flag`` is true on at least one (SIGTERM reaches ranks at different steps)."""
     if d.world_size == 1:
         return flag
-    t = torch.tensor(float(flag), device=d.device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return bool(t.item())
+    return bool(all_reduce(torch.tensor(float(flag), device=d.device), d, dist.ReduceOp.MAX).item())
 
 
 def teardown() -> None:

@@ -1,14 +1,10 @@
 """One training run, top to bottom: setup, loop, evaluate, checkpoint, result.
 
-Resumes from the run's last checkpoint (end of the last completed epoch, or the step where SIGTERM
-stopped it: preempt.py) and replays the rest exactly: data order and batch augmentation are seeded
-by (seed, epoch, rank), the batches of an epoch already trained are drawn again and skipped, and the
-global RNG states (dropout, drop path, Mixup, RandAugment, erasing) are restored from the checkpoint.
-A non-finite loss stops the run; the result says ``diverged`` and at which step.
-A fresh run with ``config["init"]`` starts from another run's final model, passed in by the run stage (init_from.py).
-One loop trains one run, or K runs as one vmapped model (``runtime.fused``: fused.FusedRuns takes the step,
-each run keeps its own checkpoint, rows, record and provenance, written by the same code as a run alone).
-"""
+A run resumes from its last checkpoint (an epoch end, or where SIGTERM stopped it) and replays the rest exactly:
+data order and augmentation are seeded by (seed, epoch, rank), a stopped epoch's batches are drawn again and
+skipped, and the global RNG states are restored. A non-finite loss stops the run as ``diverged``. One loop trains
+one run, or K runs as one vmapped model (``runtime.fused``: fused.FusedRuns), each keeping its own checkpoint,
+record and provenance."""
 from __future__ import annotations
 
 import itertools
@@ -116,10 +112,8 @@ def _stop(step: int, stop_at: int | None, d: Dist) -> bool:
 
 def train(spec: RunSpec, rt: Runtime, stop_at: int | None = None, source: Source | None = None) -> Result:
     """Train (or resume) one run and evaluate it; rank 0 keeps checkpoint and logs. ``source``: the run it starts
-    from, as the run stage loaded it (None in a dry run: the source model is built untrained).
-
-    On SIGTERM (or after ``stop_at`` optimizer steps) it checkpoints where it is and raises
-    preempt.Preempted; run again, it resumes there."""
+    from, as the run stage loaded it (None in a dry run). On SIGTERM (or after ``stop_at`` steps) it checkpoints
+    and raises preempt.Preempted; run again, it resumes there."""
     return train_runs([spec], rt, stop_at, [source])[0]
 
 
@@ -138,8 +132,7 @@ def train_runs(specs: list[RunSpec], rt: Runtime, stop_at: int | None = None, so
 
 
 def stepper(specs: list[RunSpec], rt: Runtime):
-    """The engine's own step, for the benchmarks: (an endless stream of the runs' batches, the step that trains
-    them on one and returns their losses), one run or K fused, built as ``train_runs`` builds them."""
+    """For the benchmarks: an endless stream of the runs' batches and the step that trains them (as ``train_runs``)."""
     runs, step = _runs(specs, rt, None)
     for r in runs:
         r.begin_epoch()
@@ -277,8 +270,7 @@ def _record(spec: RunSpec) -> str:
 
 
 def start_state(spec: RunSpec, path) -> tuple[dict | None, dict | None]:
-    """The checkpoint at ``path`` that ``spec``'s run resumes (None: it starts from scratch, e.g. from a final
-    checkpoint another results folder's record was made from) and the reuse its record names
+    """The checkpoint at ``path`` that ``spec``'s run resumes (None: from scratch) and the reuse its record names
     (checkpoint.for_record): one decision for the engine and for the line that says resume or run."""
     state = checkpoint.load(path, spec.fingerprint)
     return checkpoint.for_record(state, _record(spec), run_epochs(spec.config["recipe"], spec.config["data"]),
@@ -359,14 +351,12 @@ class _Run:
 
     def _restore(self, state: dict) -> None:
         """Weights, optimiser, schedule, RNG and progress from the run's checkpoint."""
-        checkpoint.restore_module(self.model, state["model"], self.ckpt_path)
+        for key, module in (("model", self.model), ("ema", self.ema), ("objective", self.objective)):
+            if module is not None:
+                checkpoint.restore_module(module, state[key], self.ckpt_path)
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.scaler.load_state_dict(state["scaler"])
-        if self.ema is not None:
-            checkpoint.restore_module(self.ema, state["ema"], self.ckpt_path)
-        if self.objective is not None:
-            checkpoint.restore_module(self.objective, state["objective"], self.ckpt_path)
         rngs = state["rng"]
         self.rng = rngs[self.d.rank] if len(rngs) == self.d.world_size else rngs[0]
         checkpoint.set_rng_state(self.rng)
@@ -553,16 +543,9 @@ class _Run:
                       "compile": self.rt.compile, "deterministic": self.rt.deterministic, "data": self.data.info,
                       "fingerprint": self.spec.fingerprint, **trained_how(self.spec.run_id, self.group or ()),
                       **precision.provenance(self.d.device, self.cfg.get("cpu_precision"), amp)}
-        if self.rt.compile:
-            provenance["compile_mode"] = self.rt.compile_mode
-        if self.group:
-            provenance["group_wall_s"] = time.perf_counter() - self.wall0
-        if self.rt.fused_optimizer:
-            provenance["fused_optimizer"] = True
-        if self.source is not None:
-            provenance["init_from"] = self.source.run_id
-        if self.resumed_from:
-            provenance["resumed_from"] = self.resumed_from
-        if len(spent.get("devices", [])) > 1:
-            provenance["devices"] = spent["devices"]
-        return provenance
+        rt, devices = self.rt, spent.get("devices", [])
+        optional = {"compile_mode": rt.compile and rt.compile_mode, "fused_optimizer": rt.fused_optimizer,
+                    "group_wall_s": bool(self.group) and time.perf_counter() - self.wall0,
+                    "init_from": self.source is not None and self.source.run_id, "resumed_from": self.resumed_from,
+                    "devices": len(devices) > 1 and devices}
+        return {**provenance, **{k: v for k, v in optional.items() if v}}  # each only where it applies

@@ -17,10 +17,8 @@ DONE = ("finished", "diverged")
 
 
 def record_status(spec: RunSpec) -> str:
-    """finished | diverged | failed (from its record), partial (checkpoint only) or 'not run'.
-
-    A corrupt record raises records.RecordError naming the file: we never overwrite what we cannot read.
-    """
+    """finished | diverged | failed (from its record), partial (checkpoint only) or 'not run'; a corrupt record
+    raises records.RecordError naming the file: we never overwrite what we cannot read."""
     path = records.record_path(spec.paper, spec.scale, spec.run_id)
     if path.exists():
         return records.read_record(path)["status"]

@@ -1,20 +1,10 @@
 """K runs of one architecture trained together as one batched model: a cell's seeds, or a grid's learning rates.
 
-Why: a cpu-size ViT (width 48-108 at 32 px) fills a small part of a GPU; K of them stacked along a new
-leading dimension run as one model whose every kernel is K times larger (torch.func's model-ensembling
-recipe: ``stack_module_state`` + ``vmap`` + ``functional_call``). Each run keeps what makes it that run:
-its own init (built from its seed, then stacked), its own data order and augmentation stream (its own
-loader, ``repro/data/fastpath.py``), its own AdamW moments, learning rate and schedule, and gradient
-clipping by its own gradient norm. The update is torch's AdamW (decoupled weight decay, timm's decay
-groups: none on biases, norms and tokens) written over the stacked tensors with a per-run lr, so a fused
-run's steps equal the run trained alone up to float rounding (``tests/test_fused.py``).
-With ``compile=True`` the clipping and the AdamW update (about six elementwise kernels per parameter tensor,
-over a thousand launches a step for a depth-12 ViT) are one ``torch.compile``d function, the step number a
-device tensor so that one graph serves every step; the forward and backward stay eager.
-What is shared: drop path and dropout draw from one global stream under ``vmap(randomness="different")``
-(distinct per run, but not the draws the run would make alone); with both at 0, as at the cpu scale,
-nothing random is shared.
-"""
+Why: a cpu-size ViT fills a small part of a GPU; K of them stacked (torch.func's ``stack_module_state`` + ``vmap``
++ ``functional_call``) run kernels K times larger. Each run keeps its own init, data stream, AdamW moments, lr,
+schedule and gradient clipping, so its steps equal the run alone up to float rounding (``tests/test_fused.py``).
+``compile=True`` compiles the clipping and AdamW update (about a thousand launches a step otherwise). Shared:
+drop path and dropout draw from one stream under ``vmap(randomness="different")``; at 0, as at cpu, nothing."""
 from __future__ import annotations
 
 import copy
@@ -52,9 +42,8 @@ def fast_data(config: dict) -> dict | None:
 
 
 def group_key(spec: RunSpec) -> str | None:
-    """Runs with the same key fuse: training runs of one paper and scale whose configs are equal but for the
-    seed and ``PER_RUN``, on the fast path's data (or the tensor pipeline's, when it draws the same batches),
-    with no extra losses, objective, probes, EMA or init source. None: this run trains alone."""
+    """Runs with the same key fuse: training runs of one paper and scale equal but for the seed and ``PER_RUN``, on
+    the fast path's data, with no losses, objective, probes, EMA or init source. None: this run trains alone."""
     c = spec.config
     if (spec.kind != "train" or any(c.get(k) for k in ("losses", "objective", "probes", "init"))
             or c["recipe"].get("ema") or fast_data(c) is None):
@@ -155,21 +144,6 @@ class FusedRuns:
         for s in self.schedulers:
             s.step_update(num_updates=self.step_count)
         return losses.detach().float()
-
-    def end_epoch(self, epoch: int) -> None:
-        for s in self.schedulers:
-            s.step(epoch + 1)
-
-    @torch.no_grad()
-    def logits(self, x: torch.Tensor) -> torch.Tensor:
-        """Every run's logits on the same batch (K x B x classes), in eval mode."""
-        self.base.eval()
-        forward = lambda p, b: self._loss_free(p, b, x)  # noqa: E731
-        return vmap(forward)(self.params, self.buffers)
-
-    def _loss_free(self, params: dict, buffers: dict, x: torch.Tensor) -> torch.Tensor:
-        with precision.autocast(x.device, self.amp_dtype):
-            return functional_call(self.base, (params, buffers), (x,)).float()
 
     def load_moments(self, k: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
         """Run k's AdamW moments from its own optimizer (restored from its checkpoint; fresh: none)."""

@@ -1,25 +1,12 @@
-"""Paper-specific measurements and loss terms, plugged into training by import path.
-
-A train run's config may list
-- ``probes``: ``["<name>", {"fn": "<name>", "every_epoch": true, **kwargs}]``; each is called as
-  ``fn(model, ctx, **kwargs) -> dict`` on the trained model (and after every epoch when ``every_epoch``), where
-  ``ctx`` is a ``ProbeContext`` (config, device, a fixed batch of test images and labels, epoch, step, the history
-  rows of the epochs finished so far, so that an end-of-training probe can turn per-epoch values into curves, the
-  RunSpec, and the record of the run it started from, loaded by the run stage). The dicts are merged into the
-  record's metrics (end) and into each epoch's history row (every_epoch).
-- ``losses``: ``[{"fn": "<name>", "weight": 1.0, **kwargs}]``; ``factory(model, **kwargs)``
-  is called once on the bare model (before compile / DDP, so it may register forward hooks to read
-  features) and returns ``term(images, targets, logits) -> scalar tensor``; the loss trained is
-  the recipe's criterion + sum of weight x term.
-- ``objective``: ``{"fn": "<name>", **kwargs}``, for losses that must change the batch or run
-  the model themselves (e.g. mixing patches across images). ``factory(model, criterion=...,
-  num_classes=..., **kwargs)`` gets the bare model and the recipe's criterion and returns an
-  ``nn.Module`` called as ``objective(images, targets) -> (loss, {term name: scalar})`` in place of
-  ``criterion(model(images), targets)``. Its own parameters (e.g. an extra head) are trained with the
-  model and checkpointed; each term's epoch mean is logged as ``loss_<name>``. It replaces the
-  default path, so it cannot be combined with ``losses`` (which read the engine's logits).
-Only rank 0 runs probes. No framework beyond this: a probe is a function, a loss is a closure.
-"""
+"""Paper-specific measurements and loss terms, plugged into training by registered name (a probe is a function,
+a loss is a closure: no framework beyond this). A train run's config may list
+- ``probes``: ``fn(model, ctx: ProbeContext, **kwargs) -> dict`` on the trained model (and after every epoch
+  with ``every_epoch: true``), merged into the record's metrics or the epoch's history row; rank 0 only.
+- ``losses``: ``factory(model, **kwargs)`` on the bare model (before compile / DDP, so it may hook features)
+  returns ``term(images, targets, logits)``; the loss trained is the criterion + sum of weight x term.
+- ``objective``: ``factory(model, criterion=, num_classes=, **kwargs)`` returns an ``nn.Module`` called as
+  ``objective(images, targets) -> (loss, {term: scalar})`` in place of the criterion, for losses that change the
+  batch or run the model themselves; its parameters train and checkpoint with the model. Not with ``losses``."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -98,12 +85,7 @@ class ObjectiveStep(nn.Module):
 
 def probe_list(items) -> list[tuple[Callable, bool, dict]]:
     """(function, every_epoch, kwargs) for each configured probe; imports checked up front."""
-    out = []
-    for e in _entries(items):
-        fn = lookup(e.pop("fn"))
-        every = bool(e.pop("every_epoch", False))
-        out.append((fn, every, e))
-    return out
+    return [(lookup(e.pop("fn")), bool(e.pop("every_epoch", False)), e) for e in _entries(items)]
 
 
 def run_probes(probes, model: torch.nn.Module, ctx: ProbeContext, epoch_end: bool) -> dict[str, Any]:

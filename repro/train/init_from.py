@@ -1,15 +1,9 @@
 """Start a run from another run's final model (two-phase training, e.g. a conv phase then attention).
 
-``config["init"] = {"from": source.as_source(), "fn": "<registered name>", "kwargs": {...}}`` (repro/runs.py).
-Before the first step of a fresh run (not on resume: the checkpoint already holds the trained weights) the engine
-builds the source run's model, loads into it the final weights the run stage read (repro/run/sources.py: the
-engine reads no other run) and calls ``fn(source_model, model, **kwargs)``, which writes into ``model`` in place.
-Without persistence (dry runs) the source model is built untrained: the transfer is exercised on the real shapes,
-nothing is read from disk.
-
-At the switch the engine measures what the transfer kept (``switch_metrics``): both models' test top-1 and the
-relative gap between their logits, recorded as ``switch_top1_source``, ``switch_top1_start`` and ``switch_logit_gap``.
-"""
+Before the first step of a fresh run (not on resume: its checkpoint holds the trained weights) the engine
+builds the source model, loads the weights the run stage read (repro/run/sources.py) and calls
+``fn(source_model, model, **kwargs)`` of ``config["init"]``; in a dry run the source stays untrained.
+``switch_metrics`` records what the transfer kept: both models' top-1 and the gap between their logits."""
 from __future__ import annotations
 
 import torch
@@ -23,8 +17,7 @@ from .model import create_model
 
 def init_from_source(model: torch.nn.Module, spec: RunSpec, num_classes: int, device,
                      weights: dict | None) -> torch.nn.Module:
-    """Apply ``spec.config['init']`` to ``model`` from the source's final ``weights`` (None: untrained, a dry
-    run's); returns the source model (eval mode)."""
+    """Apply ``spec.config['init']`` to ``model`` from the source's ``weights`` (None: untrained); the source model."""
     source = source_spec(spec)
     init = spec.config["init"]
     fn = lookup(init["fn"])

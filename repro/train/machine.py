@@ -13,8 +13,7 @@ from ..records import git_state
 
 
 def device_name(device=None) -> str:
-    """The name a record gives a device: the GPU's model name, or 'cpu'; with no device, the GPU this
-    process would use, if any."""
+    """The name a record gives a device: the GPU's model name, or 'cpu' (no device: the one this process would use)."""
     if device is None:
         device = "cuda:0" if torch.cuda.is_available() else "cpu"
     device = torch.device(device)
@@ -22,32 +21,21 @@ def device_name(device=None) -> str:
 
 
 def out_of_memory(e: BaseException) -> bool:
-    """A run that asked its device for more memory than it has: the batch or model is too big for the machine,
-    which no retry fixes (torch's OutOfMemoryError on a GPU, the CPU allocator's RuntimeError, MemoryError)."""
+    """A run that asked its device for more memory than it has (GPU or CPU): a batch or model no retry makes fit."""
     return isinstance(e, (torch.OutOfMemoryError, MemoryError)) or (
         isinstance(e, RuntimeError) and "can't allocate memory" in str(e))
 
 
 def provenance(world_size: int = 1) -> dict:
     """Who/what/where of a run: versions, device, git state, start time."""
-    dev = device_name()
-    return {
-        **git_state(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "timm": timm.__version__,
-        "cuda": torch.version.cuda if torch.cuda.is_available() else None,
-        "device": dev,
-        "cpu": platform.processor() or platform.machine(),
-        "cpu_threads": torch.get_num_threads(),
-        "hostname": platform.node(),
-        "world_size": world_size,
-        "start_time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-    }
+    return {**git_state(), "python": platform.python_version(), "torch": torch.__version__, "timm": timm.__version__,
+            "cuda": torch.version.cuda if torch.cuda.is_available() else None, "device": device_name(),
+            "cpu": platform.processor() or platform.machine(), "cpu_threads": torch.get_num_threads(),
+            "hostname": platform.node(), "world_size": world_size,
+            "start_time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
 
 
 def trained_how(run_id: str, group: Iterable[str] = ()) -> dict:
-    """How a run was trained, for its record's provenance: alone, or fused into one batched model with
-    other runs (repro/train/fused.py), named by run id. Not part of the run id: the same run either way."""
+    """How a run was trained, for its provenance: alone, or fused with other runs (named); not part of the run id."""
     others = sorted(r for r in group if r != run_id)
     return {"trained": "fused", "fused_with": others} if others else {"trained": "alone"}

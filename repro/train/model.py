@@ -1,9 +1,5 @@
-"""Models by timm name: ours (``repro_*``, registered by repro.models) or any timm model.
-
-``model.name`` is a timm model name; ``model.kwargs`` go to ``timm.create_model`` (depth,
-embed_dim, num_heads, patch_size, ...). Image size and class count come from the data config and
-drop path from the recipe, so a run's config says each value once.
-"""
+"""Models by timm name: ours (``repro_*``, registered by repro.models) or any timm model. Image size and class
+count come from the data config and drop path from the recipe, so a run's config says each value once."""
 from __future__ import annotations
 
 import importlib

@@ -1,11 +1,7 @@
 """The numerics of a training step: bf16 autocast on CUDA (``runtime.amp``, how a run executes) and, where a
-run's config asks for it (``cpu_precision: bf16``, part of what it measures), on a CPU with native bf16.
-
-Why a CPU gets bf16 only where it has the instructions: with avx512_bf16 (or AMX, or Arm's bf16) its
-matmuls run at several times fp32's rate; without them PyTorch emulates bf16 and the step gets slower.
-Why the math attention path: on such a CPU the flash-attention kernel in bf16 ran below the fp32 step
-under width 192, the math path above it (benchmarks/README.md, "CPU: the step in bf16").
-"""
+run's config asks for it (``cpu_precision: bf16``, part of what it measures), on a CPU with native bf16: without
+the instructions PyTorch emulates bf16, slower than fp32. The math attention path, since flash attention in bf16
+ran below the fp32 step under width 192 on such a CPU (benchmarks/README.md, "CPU: the step in bf16")."""
 from __future__ import annotations
 
 import contextlib
@@ -46,12 +42,10 @@ def amp_dtype(device: torch.device, runtime_amp: str, cpu_precision: str | None)
 
 def autocast(device: torch.device, dtype: torch.dtype | None):
     """Autocast to ``dtype`` (off when None); on a CPU in bf16 also SDPA's math path (module docstring)."""
-    cast = torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
-    if device.type != "cpu" or dtype is None:
-        return cast
     stack = contextlib.ExitStack()
-    stack.enter_context(cast)
-    stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
+    stack.enter_context(torch.autocast(device.type, dtype=dtype, enabled=dtype is not None))
+    if device.type == "cpu" and dtype is not None:
+        stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
     return stack
 
 

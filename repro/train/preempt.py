@@ -1,16 +1,10 @@
 """SIGTERM and Ctrl-C stop a run cleanly: checkpoint where it is, release its lock, exit so that a rerun resumes.
 
-SLURM sends SIGTERM before it preempts or requeues a job (and at its time limit), torchrun forwards it
-to every rank, ``kill`` sends it by default; Ctrl-C sends SIGINT. The handler only sets a flag; the
-training loop looks at it where it already checks the loss (every ``runtime.check_every`` steps, all ranks agreeing),
-checkpoints mid-epoch (the batches done so far are skipped, not repeated, on resume) and raises
-``Preempted``, which unwinds through the run's lock. A second Ctrl-C raises KeyboardInterrupt at once
-(no new checkpoint: the run resumes from its last one).
-
-Under Hydra's submitit launcher, submitit asks SLURM for SIGUSR2 shortly before the time limit and
-requeues the job from its own handler. That signal is caught the same way, and submitit's handler is
-called once the run is checkpointed and its lock released, so the requeued job resumes where it stopped.
-"""
+SLURM (before preemption, requeue or the time limit), torchrun and ``kill`` send SIGTERM; Ctrl-C SIGINT. The
+handler only sets a flag, which the loop reads where it checks the loss (all ranks agreeing), checkpoints
+mid-epoch and raises ``Preempted`` through the run's lock; a second Ctrl-C raises KeyboardInterrupt at once.
+Submitit's SIGUSR2 before the time limit is caught the same way, and submitit's own handler (which requeues
+the job) is called once the run is checkpointed and its lock released."""
 from __future__ import annotations
 
 import signal
@@ -62,9 +56,8 @@ def _handler(signum, frame) -> None:
 
 @contextmanager
 def on_signals():
-    """Within the block SIGTERM and SIGINT set the flag instead of ending the process (main thread only:
-    signal handlers can be set nowhere else; in another thread the block changes nothing). SIGUSR2 too
-    where a handler for it exists (submitit's), which is called on the way out once the run is checkpointed."""
+    """Within the block SIGTERM and SIGINT set the flag instead of ending the process (main thread only); SIGUSR2 too
+    where submitit set a handler, which is called on the way out once the run is checkpointed."""
     global _received
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -85,8 +78,7 @@ def on_signals():
 
 
 def stopped(code: int) -> bool:
-    """Whether a child's exit code says it was stopped (it checkpointed and exited, or the signal ended it
-    after that: its own handler is gone once its run is checkpointed), not that it ran to its end."""
+    """Whether a child's exit code says it was stopped (checkpointed, then exited or killed), not finished."""
     return code < 0 or code in (EXIT_CODE, INTERRUPT_EXIT_CODE)
 
 

@@ -1,11 +1,8 @@
 """The DeiT training recipe (Touvron et al. 2021, as used unchanged by ConViT) built from timm parts.
 
-Every value comes from the run's ``recipe`` config (repro/conf/recipe/deit.yaml), so any paper or
-command line can change one: AdamW via ``create_optimizer_v2``, lr = base_lr x batch / 512, cosine
-schedule with warm-up via ``create_scheduler_v2``, Mixup/CutMix with label smoothing folded into
-the soft targets (``SoftTargetCrossEntropy``), label smoothing alone otherwise, optional EMA
-(``ModelEmaV3``). Augmentation and repeated augmentation live in repro/data.
-"""
+Every value comes from the run's ``recipe`` config (repro/conf/recipe/deit.yaml), so any paper or command line
+can change one: AdamW, lr = base_lr x batch / 512, cosine schedule with warm-up, Mixup/CutMix with label
+smoothing in the soft targets, optional EMA. Augmentation and repeated augmentation live in repro/data."""
 from __future__ import annotations
 
 import torch
@@ -34,9 +31,8 @@ def run_epochs(recipe: dict, data: dict) -> int:
 
 def build_optimizer(model: torch.nn.Module, recipe: dict, extra: torch.nn.Module | None = None,
                     fused: bool = False) -> torch.optim.Optimizer:
-    """timm's optimizer over the model; ``extra`` (a training objective's own parameters, e.g. a head
-    used only by a loss) joins it with timm's weight-decay rule: none on biases and norms (ndim <= 1).
-    ``fused``: Adam/AdamW as torch's fused kernel (one launch group for every tensor, the same update)."""
+    """timm's optimizer over the model and ``extra`` (an objective's own parameters, with timm's no-decay rule for
+    ndim <= 1); ``fused``: Adam/AdamW as torch's fused kernel (the same update, one launch group)."""
     kwargs = {"eps": recipe.get("opt_eps")} if recipe.get("opt_eps") is not None else {}
     if fused and recipe.get("opt", "adamw") in ("adam", "adamw"):
         kwargs["fused"] = True
@@ -56,11 +52,8 @@ def build_optimizer(model: torch.nn.Module, recipe: dict, extra: torch.nn.Module
 
 
 def build_scheduler(optimizer, recipe: dict, epochs: int, steps_per_epoch: int):
-    """timm scheduler; ``recipe.step_on_epochs`` true steps once per epoch as DeiT, false per update.
-
-    Stepped per update, the warm-up may be a fraction of an epoch (0.2 of a 2-epoch run = 10 % of its
-    steps), rounded to whole updates; stepped per epoch it is whole epochs.
-    """
+    """timm scheduler; ``recipe.step_on_epochs`` true steps once per epoch as DeiT (whole warm-up epochs), false per
+    update (a warm-up of a fraction of an epoch, rounded to whole updates)."""
     per_update = not recipe.get("step_on_epochs", True)
     warmup = float(recipe.get("warmup_epochs", 0) or 0)
     warmup = round(warmup * steps_per_epoch) / steps_per_epoch if per_update and steps_per_epoch else int(warmup)
