@@ -1,9 +1,4 @@
-"""A claim family corrected together: the rows of one table each compared with one baseline cell.
-
-Why: five ideas tested against one shared baseline are five chances of a "holds"; each row keeps its own p
-(Holm within its claim, the rule every verdict follows) and gets beside it the same p Holm-adjusted across the
-family, in each direction apart as within a claim, so a reader sees which rows survive the family.
-"""
+"""Holm across a table's rows compared with one baseline: five ideas against it are five chances of a "holds"."""
 from __future__ import annotations
 
 from repro.report.pairwise import FAILS, Check, decisive, p_sides
@@ -18,8 +13,7 @@ def _member(r: dict, c: Check | None) -> bool:
 
 
 def correct(members: list[tuple[dict, Check | None]], baseline_label) -> None:
-    """Set ``family`` on each first-screen row that shares its table and baseline with another row: its size and
-    baseline, the direction the row is read in, the row's p and that p Holm-adjusted across the family."""
+    """Set ``family`` on first-screen rows sharing a table and baseline: the row's p, Holm-adjusted across them."""
     groups: dict[tuple, list] = {}
     for r, c in members:
         if _member(r, c):

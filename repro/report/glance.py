@@ -1,12 +1,4 @@
-"""The first screen: each central claim as one row of numbers a reader can quote without scrolling.
-
-Per scale that judges anything: the claim in words, the setting its runs were trained in (data and the share
-of it, model by measured size, epochs, seeds, all read from the records' configs), the paper's effect, ours
-with its 95 % interval (drawn as a small forest plot), the margin it was judged past, the preconditions with
-the baseline values they measured, and the verdict. Why rows and not counts: "8 hold, 2 outside" cannot be
-quoted, weighed or checked; an effect with its interval beside the paper's can.
-The rows are stored in summary.json (``first_screen``) and drawn from there by the report and the index alike.
-"""
+"""The first screen: each central claim as a row of numbers, since "8 hold, 2 outside" cannot be quoted or checked."""
 from __future__ import annotations
 
 from collections import Counter
@@ -38,8 +30,7 @@ def chip(verdict: str, evidence: str = "training") -> dict:
 
 
 def ref_label(paper: Paper | None, ref: Ref, cmp: Comparison | None = None, scale: str | None = None) -> str:
-    """'DeiT-12 · last-block CosSim' for a cell (its reference without a paper), the number for a constant; with
-    ``cmp``, the row says what it measured at ``scale`` where that differs ('k = 10 (ours: k = 5 of 5 GPSA)')."""
+    """'DeiT-12 · last-block CosSim' for a cell, the number for a constant; with ``cmp``, what the row measured."""
     if ref.const is not None:
         return f"{ref.const:g}"
     if paper is None:
@@ -53,8 +44,7 @@ def ref_label(paper: Paper | None, ref: Ref, cmp: Comparison | None = None, scal
 
 def pair_labels(paper: Paper | None, lhs: Ref, rhs: Ref, cmp: Comparison | None = None,
                 scale: str | None = None) -> tuple[str, str]:
-    """Both sides' labels, each with its table's id where the two would otherwise read the same (one row and
-    column at two budgets or fractions: 'Baseline · top-1 (ideas) vs Baseline · top-1 (ideas_e10)')."""
+    """Both sides' labels, each with its table's id where they would otherwise read the same."""
     a, b = ref_label(paper, lhs, cmp, scale), ref_label(paper, rhs, cmp, scale)
     if a == b and lhs.const is None and rhs.const is None and lhs.table != rhs.table:
         a, b = f"{a} ({lhs.table})", f"{b} ({rhs.table})"
@@ -78,8 +68,7 @@ def _quantity(paper: Paper | None, ref: Ref) -> str:
 
 
 def deciding(checks: list[Check]) -> Check | None:
-    """The comparison a claim's verdict rests on: a failing one first, then an open one, and among those the
-    one closest to failing (smallest excess for '>', largest for a bound '<=')."""
+    """The comparison a verdict rests on: failing first, then open, then the one closest to failing."""
     order = (FAILS, INCONCLUSIVE, NOT_TESTABLE, HOLDS)
     shown = [c for c in checks if c.effect is not None]
     return min(shown, key=lambda c: (order.index(c.verdict) if c.verdict in order else len(order),
@@ -98,8 +87,7 @@ def _records(cmp: Comparison, ref: Ref, scale: str) -> list[dict]:
 
 
 def setting(cmp: Comparison, checks: list[Check], scale: str) -> dict:
-    """What the compared runs measured, from their own records (setting.py): image size, trained or at init,
-    models by family and measured size, data and its share, epochs, device; seeds per cell."""
+    """What the compared runs measured, from their own records (setting.py), with seeds per cell."""
     recs = {r.get("run_id"): r for c in checks for ref in (c.lhs, c.rhs) for r in _records(cmp, ref, scale)}
     out = joined([run_setting(r, cmp.models, cmp.counted) for r in recs.values() if r.get("status") == "finished"])
     refs = dict.fromkeys(x for ch in checks for x in (ch.lhs, ch.rhs) if x.const is None)
@@ -143,16 +131,14 @@ def precondition_row(paper: Paper | None, p: Verdict) -> dict:
 
 
 def _floor(p: Verdict) -> bool:
-    """An accuracy floor: every comparison a top-1/top-5 cell above a constant (a ceiling, top-5 at most 95 %,
-    says the opposite of under-trained)."""
+    """An accuracy floor: every comparison a top-1/top-5 cell above a constant."""
     return bool(p.checks) and p.claim.relation == ">" and all(
         c.rhs.const is not None and c.lhs.const is None and any(k in c.lhs.column for k in ("top1", "top5"))
         for c in p.checks)
 
 
 def scope(paper: Paper | None, v: Verdict) -> str:
-    """'tested at 10%, 100% (2 of 5 rows the paper prints)': a claim over a table's rows (every fraction, every
-    learning rate) judged on fewer of them than the paper prints says which ones."""
+    """'tested at 10%, 100% (2 of 5 rows the paper prints)' for a claim judged on fewer rows than printed."""
     table = paper.table(v.claim.table) if paper is not None and v.claim.table else None
     cols = {c.lhs.column for c in v.checks if c.lhs.table == v.claim.table}
     if table is None or len(cols) != 1 or len(v.checks) < 1:
@@ -167,8 +153,7 @@ def scope(paper: Paper | None, v: Verdict) -> str:
 
 
 def toward(c: Check | None, t) -> dict:
-    """The effect, its interval and the paper's, signed so that + is the claim's direction: lhs - rhs past the
-    margin for '>' (and a rate), rhs - lhs for a bound ('<=': how far below it)."""
+    """The effect, its interval and the paper's, signed so that + is the claim's direction."""
     if c is None or c.effect is None:
         return {"effect": None, "ci": None, "paper": None}
     s = -1 if c.relation == "<=" else 1
@@ -178,8 +163,7 @@ def toward(c: Check | None, t) -> dict:
 
 
 def why(v: Verdict, c: Check | None) -> str:
-    """Why a row is open: a precondition not yet resolved, too few seeds, an effect below what the seeds
-    resolve, or an interval across the threshold; the paper's effect below it for 'not resolvable'."""
+    """Why a row is open: a precondition unresolved, too few seeds, an effect below the resolvable, a wide interval."""
     if v.verdict == NOT_TESTABLE:
         return "both sides at chance"
     if v.verdict not in (INCONCLUSIVE, NOT_RESOLVABLE):
@@ -204,8 +188,7 @@ def why(v: Verdict, c: Check | None) -> str:
 
 
 def row(cmp: Comparison, v: Verdict, drawn: set | frozenset = frozenset()) -> dict:
-    """One claim at one scale as the first screen shows it (``drawn``: the (figure, scale) pairs drawn, of which
-    the row links those of the tables it compares)."""
+    """One claim at one scale as the first screen shows it, linking the drawn figures of its tables."""
     paper, c = cmp.paper, deciding(v.checks)
     tables = {r.table for ch in v.checks for r in (ch.lhs, ch.rhs) if r.const is None}
     t = decisive(c) if c else None
@@ -232,8 +215,7 @@ def row(cmp: Comparison, v: Verdict, drawn: set | frozenset = frozenset()) -> di
 
 
 def tallies(a: Assessment, screen: list[dict]) -> dict[str, dict]:
-    """Per scale, the counts every block quotes, cut from the first screen's rows: the paper's, cited and our
-    training claims apart, theory (any reading) with its fails named, timing, preconditions met / not met."""
+    """Per scale, the counts every block quotes: training kinds apart, theory with its fails, preconditions."""
     rows = {b["scale"]: b["rows"] for b in screen}
     out = {}
     for scale in order_scales(a.cmp.scales):
@@ -253,8 +235,7 @@ def _count(verdicts) -> dict[str, int]:
 
 
 def first_screen(a: Assessment, drawn: set | frozenset = frozenset()) -> list[dict]:
-    """Per scale that judges anything (smoke scales left out): the setting, the budget caveat, each central
-    claim as a row, and the counts of everything else (theory, timing, preconditions)."""
+    """Per non-smoke scale: the setting, the budget caveat, each central claim as a row, and the other counts."""
     cmp, out = a.cmp, []
     heads = {h["scale"]: headline_text(h) for h in headline(cmp, a.verdicts, a.preconditions, a.settings)}
     for scale in order_scales(cmp.scales):
@@ -273,8 +254,7 @@ def first_screen(a: Assessment, drawn: set | frozenset = frozenset()) -> list[di
 
 
 def lead(summary: dict) -> dict | None:
-    """A paper's line at the top of the index, cut from its first screen: the first of the paper's own training
-    claims (else of any central claim) at the scale that judges most, with that scale's counts."""
+    """A paper's line on the index: its first training claim at the scale that judges most, with its counts."""
     block = next((b for b in summary.get("first_screen") or [] if b["rows"]), None)
     if block is None:
         return None
@@ -286,8 +266,7 @@ def lead(summary: dict) -> dict | None:
 
 
 def row_models(view, row: str) -> str:
-    """The models our runs of a table row trained, by measured size, and what the row measured where the scale
-    changes it (beside the paper's name for the row)."""
+    """The models a table row's runs trained, by measured size, and what the row measured at this scale."""
     models = " / ".join(sorted({p["label"] for c in view.cells.values() if c.row == row
                                 for p in c.runs_protocol if p.get("label")}))
     return "; ".join(x for x in (models, view.measured_rows.get(row, "")) if x)

@@ -1,9 +1,4 @@
-"""What a table row measured at a scale whose models change it, cut from the records' own metrics.
-
-Why: a row printed for the paper's model ("k = 10" of ConViT-Ti's 10 GPSA layers) names a different setting on a
-smaller model (k = 5 of 5 on a depth-6 one). The table's ``measured_label`` formats each record's metrics
-("k = {k} of {gpsa_layers} GPSA"); the report shows it beside the paper's label, never a typed number.
-"""
+"""What a table row measured at a scale whose models change it ("k = 5 of 5" for "k = 10"), from record metrics."""
 from __future__ import annotations
 
 from repro.paper import Table

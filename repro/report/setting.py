@@ -1,11 +1,4 @@
-"""The setting a number was measured in, per run: image size, trained or at initialisation, model family and
-size, data and the share of it, epochs and device.
-
-Why per run: a claim's effect is quoted from one comparison, and the setting beside it must be that
-comparison's runs', not its scale's (a probe of a 224-px Aug-ViT-S at initialisation is no 32-px, 20-epoch
-training). A probe that counts no parameters borrows the count of the same architecture from the record that
-counted it, naming the class head that count was made with when it differs from the probe's own.
-"""
+"""A number's setting per run, not per scale: a claim's effect is quoted from one comparison's own runs."""
 from __future__ import annotations
 
 import json
@@ -80,8 +73,7 @@ def run_setting(rec: dict, models: dict | None = None, counted: dict | None = No
 
 
 def joined(runs: list[dict]) -> dict:
-    """Several runs' settings in one: each fact's distinct values, 'pooled' where they ran on several devices,
-    and ``text``, the line shown beside a number ('224 px · at init · Aug-ViT, depth 12, 6 heads, 22.1M · ...')."""
+    """Several runs' settings in one: each fact's distinct values, 'pooled' devices, ``text`` and ``short`` lines."""
     def values(key: str) -> list:
         return sorted({r[key] for r in runs if r.get(key) is not None}, key=str)
     sizes, states, devices = values("img_size"), values("state"), values("device")
