@@ -9,8 +9,7 @@ import numpy as np
 
 from repro.records import RecordError
 from repro.report.provenance import as_dict, hardware_label, protocol_label, protocol_parts
-from repro.report.rowlabel import measured_row
-from repro.report.setting import counted_params, run_setting
+from repro.report.setting import counted_params, measured_row, run_setting
 from repro.paper import Column, Paper, PaperValue, Ref, Table, decimals_of, prints_as
 
 SCALE_ORDER = ("full", "small", "cpu", "tiny")  # most informative first: pages lead with it
@@ -204,7 +203,7 @@ class TableView:
     cost: dict = field(default_factory=dict)  # time to table: see table_cost
     paper_id: str = ""
     paper_protocol: str = ""  # what the paper's numbers in this table were measured on
-    measured_rows: dict = field(default_factory=dict)  # row -> what it measured here (rowlabel.py)
+    measured_rows: dict = field(default_factory=dict)  # row -> what it measured here (setting.measured_row)
 
     def _measured(self) -> list[Cell]:
         return [c for c in self.cells.values() if c.status == MEASURED and not c.column.derived]

@@ -3,14 +3,13 @@ from __future__ import annotations
 
 from collections import Counter
 
-from repro.report import family
 from repro.report.assess import Assessment
 from repro.report.cells import Comparison, column_unit, difference_unit, order_scales
 from repro.report.pairwise import (FAILS, HOLDS, INCONCLUSIVE, JUDGED, MIN_SEEDS, NOT_RESOLVABLE, NOT_RUN,
                                       NOT_TESTABLE, OUTSIDE, Check, Verdict, decisive, p_sides, said)
 from repro.report.provenance import _joined
-from repro.report.rowlabel import with_measured
-from repro.report.setting import joined, run_setting
+from repro.report.setting import joined, run_setting, with_measured
+from repro.report.stats import holm
 from repro.report.tally import headline, headline_text, kind
 from repro.runs import is_smoke
 from repro.paper import Paper, Ref
@@ -234,6 +233,33 @@ def _count(verdicts) -> dict[str, int]:
     return dict(sorted(Counter(verdicts).items(), key=lambda kv: (-kv[1], kv[0])))
 
 
+def _family_member(r: dict, c: Check | None) -> bool:
+    """'A row > the baseline' in one table, the claim's only comparison, tested."""
+    t = decisive(c) if c is not None else None
+    return (t is not None and t.p_greater is not None and c.relation == ">" and c.rhs.const is None
+            and c.lhs.table == c.rhs.table and r["comparisons"] == 1)
+
+
+def correct_family(members: list[tuple[dict, Check | None]], paper: Paper) -> None:
+    """Holm across a table's rows compared with one baseline (five ideas against it are five chances of a
+    "holds"): set ``family`` on those first-screen rows, with the row's p Holm-adjusted across them."""
+    groups: dict[tuple, list] = {}
+    for r, c in members:
+        if _family_member(r, c):
+            groups.setdefault((c.lhs.table, str(c.rhs)), []).append((r, c))
+    for (table, _), rows in groups.items():
+        if len(rows) < 2:
+            continue
+        tests = [(decisive(c), *p_sides(c)) for _, c in rows]
+        held = holm([getattr(t, ok + "_adj") for t, ok, _ in tests])
+        failed = holm([getattr(t, bad + "_adj") for t, _, bad in tests])
+        for (r, c), (t, ok, bad), h, f in zip(rows, tests, held, failed):
+            fails = c.verdict == FAILS or getattr(t, bad) < getattr(t, ok)
+            r["family"] = {"table": table, "size": len(rows), "baseline": ref_label(paper, c.rhs),
+                           "side": "fails" if fails else "holds",
+                           "p": round(getattr(t, (bad if fails else ok) + "_adj"), 4), "p_holm": round(f if fails else h, 4)}
+
+
 def first_screen(a: Assessment, drawn: set | frozenset = frozenset()) -> list[dict]:
     """Per non-smoke scale: the setting, the budget caveat, each central claim as a row, and the other counts."""
     cmp, out = a.cmp, []
@@ -244,7 +270,7 @@ def first_screen(a: Assessment, drawn: set | frozenset = frozenset()) -> list[di
         central = [v for v in a.verdicts
                    if v.scale == scale and kind(v) in CENTRAL and v.claim.evidence == "training" and v.verdict in SHOWN]
         rows = [row(cmp, v, drawn) for v in central]
-        family.correct([(r, deciding(v.checks)) for r, v in zip(rows, central)], lambda ref: ref_label(cmp.paper, ref))
+        correct_family([(r, deciding(v.checks)) for r, v in zip(rows, central)], cmp.paper)
         budget = "" if scale == "full" else ("at this budget, not the paper's protocol: each row names its own "
                                              "runs' setting, and its verdict is a finding about that setting")
         pre = [row(cmp, p, drawn) for p in a.preconditions if p.scale == scale and p.verdict in (*JUDGED, OUTSIDE)]

@@ -26,10 +26,8 @@ def series_arrays(cmp: Comparison, fig: Figure, series, scale: str) -> list[np.n
             continue
         if arr.ndim in (1, 2):
             out.append(arr)
-    if not out:
-        return []
     shapes = [a.shape for a in out]
-    common = max(set(shapes), key=shapes.count)
+    common = max(set(shapes), key=shapes.count, default=None)
     return [a for a in out if a.shape == common]
 
 

@@ -5,6 +5,7 @@ import json
 
 from repro.report.provenance import (DATASET_NAMES, _architecture, _joined, as_dict, family, fraction, model_label,
                                       params_text, percent)
+from repro.paper import Table
 
 NOT_SHAPE = ("num_classes", "drop_rate", "drop_path_rate", "attn_drop_rate", "proj_drop_rate")  # no weight count
 
@@ -93,3 +94,23 @@ def joined(runs: list[dict]) -> dict:
              share if share != "all" else "", "pooled hardware" if out["pooled"] else ""]
     out["short"] = ", ".join(p for p in ["/".join(f"{s} px" for s in sizes), *brief] if p)
     return out
+
+
+def measured_row(table: Table, row: str, scale: str | None, index) -> str:
+    """What a table row measured where the scale's models change it ("k = 5 of 5 GPSA" for the paper's "k = 10"),
+    formatted from each record's metrics by the table's ``measured_label`` (empty without one)."""
+    if not table.measured_label:
+        return ""
+    texts = set()
+    for col in table.columns:
+        for rec, _ in index.get((scale, table.id, row, col.key), []):
+            try:
+                texts.add(table.measured_label.format(**as_dict(rec.get("metrics"))))
+            except (KeyError, IndexError, ValueError, AttributeError):  # a record without those metrics
+                continue
+    return " / ".join(sorted(texts))
+
+
+def with_measured(label: str, measured: str) -> str:
+    """'k = 10 (ours: k = 5 of 5 GPSA)'; the paper's label alone where ours says the same."""
+    return f"{label} (ours: {measured})" if measured and measured != label else label
