@@ -1,4 +1,4 @@
-"""REPORT.md: the first screen's rows linked into report.html, the one full page (a 2nd rendering drifted)."""
+"""REPORT.md: the first screen's rows, linked into report.html, the one full page (a second would drift)."""
 from __future__ import annotations
 
 from tabulate import tabulate

@@ -1,4 +1,4 @@
-"""A number's setting per run, not per scale: a claim's effect is quoted from one comparison's own runs."""
+"""A number's setting per run, and a row's at its scale: an effect is quoted from its comparison's own runs."""
 from __future__ import annotations
 
 import json
