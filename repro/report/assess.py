@@ -1,9 +1,4 @@
-"""Records -> comparisons -> verdicts: the one code path behind the report, the index and the notebook.
-
-Why one module: a verdict shown in the notebook must be the verdict in the report; both call ``assess``
-with the same experiment design, read from the plans (results/<id>/<scale>/plan.json: which cells each
-scale runs, which claims it is designed to resolve, the models it trains), never from paper code.
-"""
+"""Records -> comparisons -> verdicts: one code path, so the notebook's verdict is the report's."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -41,10 +36,7 @@ def read_plans(paper_id: str, records: list[dict], results_dir: Path, required: 
 
 
 def placed(records: list[dict], plans: dict[str, dict]) -> tuple[list[dict], list[dict], list[RecordError]]:
-    """The records where the plan's cell map puts them, never where they say: (each run in the cell plan.json's
-    ``runs`` names for it; each again in the cells of other tables its ``fills`` name, one record serving every
-    table that asks for its run; one problem per record that is no run of its plan, e.g. made on the other
-    CIFAR-10 copy: left out, so that no cell pools two settings). A scale without a plan keeps its records as is."""
+    """Records where their plan puts them, never where they say: (own, fills, problems); no cell pools two settings."""
     runs = {s: {r["run_id"]: r for r in plan["runs"]} for s, plan in plans.items()}
     own, out = [], []
     for rec in records:
@@ -64,8 +56,7 @@ def _at(rec: dict, entry: dict) -> dict:
 
 
 def defined_cells(plans: dict[str, dict]) -> dict[str, set]:
-    """Per scale, the (table, row, column) cells its plan runs: the report then offers a command only for
-    cells that command would fill (a scale without a plan: unknown, every cell offered)."""
+    """Per scale, the (table, row, column) cells its plan runs: commands are offered only for cells they fill."""
     return {s: {tuple(cell) for cell in plan["cells"]} for s, plan in plans.items()}
 
 

@@ -1,8 +1,4 @@
-"""Build a paper's report (REPORT.md, report.html, figures, summary.json, notebook) and results/index.html.
-
-Reads only papers/<id>/paper.yaml, results/<id>/<scale>/plan.json and the records beside it: a report can
-always be rebuilt from committed records, and never trains or imports paper code, models or torch.
-"""
+"""Build a paper's report and results/index.html from records alone, so any report can be rebuilt from git."""
 from __future__ import annotations
 
 import contextlib
@@ -34,8 +30,7 @@ class UnknownPaper(KeyError):
 
 
 def summarize(a: Assessment, drawn: set | frozenset = frozenset()) -> dict:
-    """summary.json: cells per table and scale, every claim's verdict with its numbers, and what the report
-    was built from."""
+    """summary.json: cells per table and scale, every verdict with its numbers, what the report was built from."""
     cmp, verdicts = a.cmp, a.verdicts
     tables = {}
     for t in cmp.paper.tables:
@@ -45,28 +40,17 @@ def summarize(a: Assessment, drawn: set | frozenset = frozenset()) -> dict:
                                                          **({"cost": v.cost} if v.cost.get("runs") else {}),
                                                          **_setting(a.table_settings, t.id, v.scale)}
                                      for v in views if t.reproduced}}
-    return {
-        "paper": cmp.paper.id,
-        "title": cmp.paper.title,
-        "scales": cmp.scales,
-        "commits": commits(cmp.records),
-        "records": len(cmp.records),
-        "problems": cmp.problems,
-        "tables": tables,
-        "verdicts": tally(verdicts + a.preconditions),
-        "headline": [{**h, "text": headline_text(h)} for h in headline(cmp, verdicts, a.preconditions, a.settings)],
-        "first_screen": (screen := first_screen(a, drawn)),
-        "tallies": tallies(a, screen),
-        "settings": a.settings,
-        "claims": [claim_entry(v, a.settings) for v in verdicts],
-        "preconditions": [claim_entry(v, a.settings) for v in a.preconditions],
-        "cells": cell_rows(cmp),
-    }
+    return {"paper": cmp.paper.id, "title": cmp.paper.title, "scales": cmp.scales, "commits": commits(cmp.records),
+            "records": len(cmp.records), "problems": cmp.problems, "tables": tables,
+            "verdicts": tally(verdicts + a.preconditions),
+            "headline": [{**h, "text": headline_text(h)} for h in headline(cmp, verdicts, a.preconditions, a.settings)],
+            "first_screen": (screen := first_screen(a, drawn)), "tallies": tallies(a, screen), "settings": a.settings,
+            "claims": [claim_entry(v, a.settings) for v in verdicts],
+            "preconditions": [claim_entry(v, a.settings) for v in a.preconditions], "cells": cell_rows(cmp)}
 
 
 def _setting(table_settings: dict, table: str, scale: str | None) -> dict:
-    """What one table's runs trained, in words: its own epochs and seeds, which its scale's other tables may
-    not share (a 10-epoch table beside a 2-epoch one)."""
+    """One table's own setting in words: its epochs and seeds may differ from its scale's other tables'."""
     text = table_settings.get((table, str(scale)))
     return {"setting": text} if text else {}
 
@@ -78,10 +62,7 @@ def _write(path: Path, text: str) -> Path:
 
 def build_report(paper_id: str, papers_dir: Path = Path("papers"), results_dir: Path = Path("results"),
                  notebook_execute: str | None = "auto", kernel=None) -> list[Path]:
-    """Rebuild one paper's report from its records; returns the paths written. Raises UnknownPaper (no paper.yaml)
-    or SpecError (paper.yaml unreadable); narrower problems (corrupt records, unknown cells) are shown in the report
-    instead. ``notebook_execute`` None skips the notebook, else auto | kernel | inline (repro.report.notebook);
-    ``kernel`` a running kernel manager to reuse (``notebook.kernel_session``)."""
+    """Rebuild one paper's report from its records and return the paths written (UnknownPaper, SpecError)."""
     papers_dir, results_dir = Path(papers_dir), Path(results_dir)
     spec = papers_dir / paper_id / "paper.yaml"
     if not spec.is_file():
@@ -146,9 +127,7 @@ def _papers(papers_dir: Path, only: list[str] | None) -> list[str]:
 
 def invalid_records(papers_dir: Path = Path("papers"), results_dir: Path = Path("results"),
                     only: list[str] | None = None) -> list[str]:
-    """One line per record a report would skip: unreadable, out of its place (records.check_place), no run of
-    its scale's plan, or naming no cell of its paper.yaml. A scale with records and no plan, or a plan that
-    cannot be trusted, is a ConfigError. A paper whose paper.yaml cannot be read is left to build_all."""
+    """One line per record a report would skip (unreadable, out of place, unplanned, naming no cell)."""
     lines = []
     for pid in _papers(papers_dir, only):
         try:

@@ -1,14 +1,4 @@
-"""Paper vs measured, cell by cell: mean, std and n over seeds, delta, and whether the paper lies in the noise.
-
-A delta and an agree/disagree mark are given only where our protocol is the paper's (*like for like*):
-at scale ``full``, or in a ``scale_free`` column (the paper's own model or construction, measured the
-same way at every scale: parameters, FLOPs, theorem checks). Elsewhere a cell shows ours beside the
-paper's with what differs named, because a CIFAR-10 number is no evidence for or against an ImageNet one.
-A like-for-like cell agrees when our mean lies within the values that print as the paper's number
-(rounded, or truncated where the table says ``printed: truncate``), widened by 2 std over seeds (n >= 2).
-Records are grouped by (scale, table, row, column); a record naming a cell that paper.yaml does not
-have is reported, not dropped silently, and never stops the rest of the comparison.
-"""
+"""Paper vs measured per cell; a delta only like for like: a CIFAR-10 number says nothing of an ImageNet one."""
 from __future__ import annotations
 
 import math
@@ -19,8 +9,7 @@ import numpy as np
 
 from repro.records import RecordError
 from repro.report.provenance import as_dict, hardware_label, protocol_label, protocol_parts
-from repro.report.rowlabel import measured_row
-from repro.report.setting import counted_params, run_setting
+from repro.report.setting import counted_params, measured_row, run_setting
 from repro.paper import Column, Paper, PaperValue, Ref, Table, decimals_of, prints_as
 
 SCALE_ORDER = ("full", "small", "cpu", "tiny")  # most informative first: pages lead with it
@@ -32,6 +21,7 @@ MEASURED, NOT_RUN, CITED, NOT_REPRODUCED, DIVERGED, INVALID = (
 DETAIL_HEADERS = ["row", "column", "paper", "measured (mean ± std)", "n", "Δ (ours - paper)",
                   "agrees", "ours measured on", "notes"]
 FULL_TEST_SET = {"cifar10": 10000, "cifar10_jpeg": 10000, "cifar100": 10000, "imagenet": 50000}
+POINTS, RELATIVE = "points", "% relative"
 
 
 def order_scales(scales) -> list[str]:
@@ -160,13 +150,10 @@ class Cell:
             return f"array[{'/'.join(map(str, lengths))}] x{m.n}"
         text = format_number(m.mean, self.paper, extra=self._extra)
         if m.std is not None and m.std > 1e-9 * max(1.0, abs(m.mean)):  # identical seeds: no "± 0" or "± 1e-16"
-            std = format_number(m.std, self.paper, extra=self._extra) if self.paper_printed else f"{m.std:.2g}"
+            printed = self.paper is not None and self.paper.resolution is not None
+            std = format_number(m.std, self.paper, extra=self._extra) if printed else f"{m.std:.2g}"
             text += f" ± {std}"
         return text
-
-    @property
-    def paper_printed(self) -> bool:
-        return self.paper is not None and self.paper.resolution is not None
 
     @property
     def _extra(self) -> int:
@@ -216,7 +203,7 @@ class TableView:
     cost: dict = field(default_factory=dict)  # time to table: see table_cost
     paper_id: str = ""
     paper_protocol: str = ""  # what the paper's numbers in this table were measured on
-    measured_rows: dict = field(default_factory=dict)  # row -> what it measured here (rowlabel.py)
+    measured_rows: dict = field(default_factory=dict)  # row -> what it measured here (setting.measured_row)
 
     def _measured(self) -> list[Cell]:
         return [c for c in self.cells.values() if c.status == MEASURED and not c.column.derived]
@@ -311,9 +298,7 @@ class Comparison:
 def _metric(rec: dict, key: str, col: Column) -> Any:
     """A record's metric in the printed unit (measured_scale applied), or None when absent."""
     v = rec["metrics"].get(key)
-    if isinstance(v, bool) or v is None:
-        return None
-    if isinstance(v, (int, float)):
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
         return float(v) * col.measured_scale if math.isfinite(v) else None
     if isinstance(v, list) and _numeric_list(v):
         try:
@@ -324,8 +309,7 @@ def _metric(rec: dict, key: str, col: Column) -> Any:
 
 
 def _numeric_list(v: list) -> bool:
-    return all(_numeric_list(x) if isinstance(x, list) else isinstance(x, (int, float)) and x is not None
-               for x in v)
+    return all(_numeric_list(x) if isinstance(x, list) else isinstance(x, (int, float)) for x in v)
 
 
 def index_records(paper: Paper, records: list[dict]) -> tuple[dict, list[str]]:
@@ -375,8 +359,7 @@ def _accuracy_context(cell: Cell, runs) -> None:
 
 
 def _pooled_torch(runs) -> list[str]:
-    """A note where a cell's seeds ran under more than one torch (a re-made record differs from its first one
-    in the 8th digit of its losses): named, as the table's cost names the hardware its runs pool."""
+    """A note where a cell's seeds ran under several torch versions (they differ in the 8th digit of a loss)."""
     seeds: dict[str, list[str]] = {}
     for rec, _ in runs:
         seeds.setdefault(str(as_dict(rec.get("provenance")).get("torch") or "unknown"), []).append(str(rec.get("seed")))
@@ -399,12 +382,9 @@ def _measured_cell(table: Table, row, col: Column, scale: str | None, runs, mode
     paper = row.values.get(col.key)
     cell = Cell(table.id, row.key, col, scale, paper, NOT_RUN, printed=table.printed,
                 like_for_like=scale == "full" or table.is_scale_free(col.key))
-    if row.cited:
-        cell.status = CITED
-        cell.notes.append(f"cited from {row.cited}; never measured")
-        return cell
-    if not table.reproduced:
-        cell.status = NOT_REPRODUCED
+    if row.cited or not table.reproduced:
+        cell.status = CITED if row.cited else NOT_REPRODUCED
+        cell.notes += [f"cited from {row.cited}; never measured"] if row.cited else []
         return cell
     finished = [(r, m) for r, m in runs if r["status"] == "finished"]
     values, seeds, ids = [], [], []
@@ -444,17 +424,13 @@ def _measured_cell(table: Table, row, col: Column, scale: str | None, runs, mode
     return cell
 
 
-POINTS, RELATIVE = "points", "% relative"
-
-
 def difference_unit(unit: str) -> str:
     """The unit of a - b for a and b in ``unit``: two percentages differ by percentage points, not by a percent."""
     return POINTS if unit == "%" else unit
 
 
 def column_unit(table: Table, col: Column) -> str:
-    """A column's unit as its numbers read: a rel_gap is a percent of a value ('% relative') and a diff of two
-    percentages is in points, so neither shares an axis or a label with the accuracies it is computed from."""
+    """A column's unit as its numbers read: '% relative' for a rel_gap, points for a diff of percentages."""
     op = (col.derived or {}).get("op")
     if op == "rel_gap":
         return RELATIVE
@@ -508,8 +484,7 @@ def _derived_cell(table: Table, row, col: Column, scale, cells) -> Cell:
 
 def table_view(paper: Paper, table: Table, scale: str | None, index, defined: set | None = None,
                models: dict | None = None, counted: dict | None = None) -> TableView:
-    """Every cell of one table at one scale; ``defined``: the (table, row, column) cells this scale's
-    experiments run, when known."""
+    """Every cell of one table at one scale; ``defined``: the cells this scale's experiments run, when known."""
     cells: dict[tuple[str, str], Cell] = {}
     for row in table.rows:
         for col in table.columns:
@@ -528,8 +503,7 @@ def table_view(paper: Paper, table: Table, scale: str | None, index, defined: se
 
 
 def table_cost(table: Table, scale: str | None, index) -> dict:
-    """Time to table: the distinct runs filling its cells at this scale, their summed wall time and where
-    they ran. Why: regenerating a table costs machine hours, and a reader planning a rerun needs them."""
+    """Time to table: its distinct runs, their summed wall time and hardware (a rerun costs machine hours)."""
     recs = {rec.get("run_id"): rec for row in table.rows for col in table.columns
             for rec, _ in index.get((scale, table.id, row.key, col.key), [])}
     provs = [as_dict(r.get("provenance")) for r in recs.values()]
@@ -556,12 +530,7 @@ def cost_text(cost: dict) -> str:
 def compare(paper: Paper, records: list[dict], bad: list[RecordError] | None = None,
             defined: dict[str, set] | None = None, resolves: dict[str, set] | None = None,
             models: dict | None = None, filled: list[dict] = ()) -> Comparison:
-    """Compare a paper's printed tables with its records, at every scale that has records.
-
-    ``defined`` maps a scale to the (table, row, column) cells its plan runs (assess.defined_cells); cells
-    outside it are marked as never run at that scale. ``models``: the plans' registered model arguments.
-    ``filled``: records placed in the other cells the plan names them for (assess.placed), indexed, not counted.
-    """
+    """Compare a paper's printed tables with its records (``defined``: scale -> the cells its plan runs)."""
     index, problems = index_records(paper, [*records, *filled])
     problems = [str(p) for p in paper.problems] + [str(e) for e in (bad or [])] + problems
     used, counted = {s for (s, *_rest) in index}, counted_params(records, models)

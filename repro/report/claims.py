@@ -1,18 +1,4 @@
-"""Claim verdicts: each claim at each scale, combined from its comparisons under the rules of
-repro/report/README.md (one code path: the report, the index and the notebook all call ``judge_all``).
-
-A verdict is only as strong as its evidence and only as broad as its setting:
-
-- ``evidence`` decides where a claim is judged: ``theory`` at every scale on exact values; ``training``
-  where the scale is designed for it (``RESOLVES``; ``full`` always, ``tiny`` never); ``timing`` only
-  from timings alternated in rounds within one process; ``precondition`` wherever records exist.
-- Holm across a claim's comparisons: a claim holds when every comparison holds and fails when any fails,
-  at family-wise ``alpha``.
-- In order: two sides at chance are "not testable"; an inconclusive claim whose paper effect is below
-  what the scale resolves is "not resolvable at <scale>"; a similarity claim holds only where its
-  negative control is rejected by the same check; a claim whose ``requires`` preconditions are not met is
-  "outside the paper's regime" (its comparisons are still shown).
-"""
+"""Claim verdicts per scale (README.md: the rules), in one place: report, index and notebook all call judge_all."""
 from __future__ import annotations
 
 from repro.report.cells import NOT_REPRODUCED, Comparison, reproduce_command
@@ -30,11 +16,11 @@ _METHODS = {"welch": "one-sided Welch t-test across seeds",
             "diverged": "a run diverged (see the table)",
             "binomial": "exact binomial test of the share of runs at or below the bound",
             "rate_lean": "fewer than 10 runs: which way the share of runs at or below the bound leans"}
+MAX_SHOWN = 3  # comparisons quoted in a claim's statistic; all of them are in summary.json
 
 
 def combine(checks: list[Check], somewhere: bool = False) -> str:
-    """One verdict from a claim's comparisons (after Holm); ``somewhere``: holds when any comparison holds,
-    fails when every one fails ("at some learning rate of the grid")."""
+    """One verdict from a claim's comparisons (after Holm); ``somewhere``: holds if any holds, fails if all fail."""
     verdicts = [c.verdict for c in checks]
     if INVALID in verdicts:
         return INVALID
@@ -58,8 +44,7 @@ def combine(checks: list[Check], somewhere: bool = False) -> str:
 
 
 def _summary(checks: list[Check], alpha: float, evidence: str = "training") -> str:
-    """Counts, then each tested comparison in numbers (failing first); the combining rule is stated once per
-    page (the legend), only alpha and the methods here."""
+    """Counts, then each tested comparison in numbers (failing first), then alpha and the methods."""
     verdicts = [c.verdict for c in checks]
     parts = [f"{verdicts.count(HOLDS)}/{len(checks)} comparisons {said(HOLDS, evidence).replace('holds', 'hold')}"]
     parts += [f"{verdicts.count(v)} {said(v, evidence)}" for v in (FAILS, INCONCLUSIVE, NOT_TESTABLE, NOT_RUN, INVALID)
@@ -77,12 +62,8 @@ def _summary(checks: list[Check], alpha: float, evidence: str = "training") -> s
     return ", ".join(parts) + "".join(f"; {x}" for x in lines) + (f"; {how}" if how else "")
 
 
-MAX_SHOWN = 3  # comparisons quoted in a claim's statistic; all of them are in summary.json
-
-
 def designed(cmp: Comparison, claim: Claim, scale: str | None) -> bool:
-    """Is ``scale`` designed to resolve this training claim? tiny never (smoke), full always, others
-    when papers/<id>/experiments.py lists the claim in ``RESOLVES[scale]``."""
+    """Is ``scale`` designed to resolve this training claim? full always, others when its plan's RESOLVES says so."""
     return scale == "full" or claim.id in (cmp.resolves.get(scale) or ())
 
 
@@ -157,9 +138,7 @@ def _control(cmp: Comparison, v: Verdict) -> None:
 
 
 def _regime(v: Verdict, pre: dict) -> None:
-    """Outside the paper's regime when a precondition the claim requires fails at this scale; inconclusive
-    while one is not yet resolved (not run, or too few seeds: a campaign still running), since the regime
-    is then neither shown nor ruled out."""
+    """Outside the paper's regime where a required precondition fails; inconclusive while one is unresolved."""
     if v.verdict not in JUDGED or not v.claim.requires:
         return
     v.preconditions = [pre[p] for p in v.claim.requires if p in pre]
@@ -177,8 +156,7 @@ def _regime(v: Verdict, pre: dict) -> None:
 
 
 def scheduled_pairs(cmp: Comparison, claim: Claim, scale: str | None) -> tuple[list, int]:
-    """The claim's comparisons on cells this scale's experiments run, and how many were left out. A chain
-    (monotone, ordering) is re-linked over the rows that are run: f10 > f100 when f30 and f50 are not."""
+    """The comparisons on cells this scale runs, and how many were left out; a chain is re-linked over them."""
     def run_here(ref: Ref) -> bool:
         if ref.const is not None:
             return True
@@ -212,8 +190,7 @@ def _scales(cmp: Comparison, claim: Claim) -> list:
 
 
 def judge_all(cmp: Comparison) -> list[Verdict]:
-    """Every claim at every scale it applies to (scales with records, restricted by the claim's scales),
-    after the preconditions it requires at that scale."""
+    """Every claim at every scale it applies to, after the preconditions it requires at that scale."""
     pre = {s: {p.id: judge(cmp, p, s) for p in cmp.paper.preconditions if p.scales is None or s in p.scales}
            for s in [*cmp.scales, None]}  # a precondition limited to some scales applies only there
     return [judge(cmp, claim, s, pre[s]) for claim in cmp.paper.claims for s in _scales(cmp, claim)]

@@ -1,12 +1,4 @@
-"""The data files a researcher loads in one line (``pd.read_csv``): cells.csv, claims.csv, comparisons.csv.
-
-cells.csv: one row per cell and scale, with the setting its runs used (dataset and the share of it, image size,
-trained or at initialisation, model family and measured size, parameters, epochs, device), unit, n, mean, sd, 95 % interval, the per-seed values and the record ids.
-claims.csv: one row per claim (and precondition) and scale, quoted from the comparison its verdict rests on:
-text, verdict, effect, interval, p, n, margin, the two means, preconditions with their measured values.
-comparisons.csv: every comparison of every claim, in numbers (summary.json's fields).
-values.csv: the long table, one row per record and cell with that run's own setting.
-"""
+"""The data files (cells, claims, comparisons, values .csv), so a reader pools or plots our numbers in one line."""
 from __future__ import annotations
 
 import csv
@@ -29,6 +21,15 @@ CELL_FIELDS = ["paper", "table", "row", "column", "scale", "dataset", "fraction"
 UNITS = (("per_s", "{}/s"), ("top1", "%"), ("top5", "%"), ("loss", "nats"), ("params", "parameters"),
          ("flops", "FLOPs"), ("macs", "MACs"), ("nonlocality", "patches"), ("_s", "s"))  # read from the metric key
 COUNTS = {"heads", "depth", "dim", "ffn", "exact_heads", "heads_needed", "positional_rank"}  # model structure
+VALUE_FIELDS = ["paper", "table", "row", "column", "scale", "run_id", "seed", "value", "unit", "img_size", "state",
+                "family", "model", "params", "epochs", "device"]
+CLAIM_FIELDS = ["claim", "scale", "kind", "reading", "verdict", "label", "text", "setting", "compared", "comparisons",
+                "effect", "ci95_low", "ci95_high", "p_holm", "n_lhs", "n_rhs", "margin", "lhs_mean", "rhs_mean",
+                "paper_effect", "unit", "qualifier", "preconditions", "result"]
+COMPARISON_FIELDS = ["claim", "scale", "setting", "kind", "reading", "verdict", "comparison", "comparison_verdict",
+                     "method", "effect", "ci95_low", "ci95_high", "p_holds", "p_fails", "p_holds_holm", "p_fails_holm",
+                     "n_lhs", "n_rhs", "margin", "lhs_mean", "rhs_mean", "resolvable_effect", "paper_effect",
+                     "below_resolvable"]
 
 
 def _claims_by_cell(cmp: Comparison) -> dict[tuple, list[str]]:
@@ -54,10 +55,7 @@ def _metric_unit(metric: str) -> str:
 
 
 def unit(cmp: Comparison, cell: Cell, scale: str) -> str:
-    """The column's (cells.column_unit: '% relative' for a rel_gap, points for a diff of percentages), else a
-    derived column's (a ratio; a diff in its operands' unit), else the paper's printed mark (%), else one read
-    from the metric's name; every measured cell gets one, 'dimensionless' where nothing else applies (a blank
-    read as 'unknown')."""
+    """A measured cell's unit, 'dimensionless' where none applies: a blank would read as 'unknown'."""
     col = cell.column
     named = column_unit(cmp.paper.table(cell.table), col)
     if named:
@@ -115,13 +113,8 @@ def cells_csv(rows: list[dict]) -> str:
     return _csv(rows, CELL_FIELDS)
 
 
-VALUE_FIELDS = ["paper", "table", "row", "column", "scale", "run_id", "seed", "value", "unit", "img_size", "state",
-                "family", "model", "params", "epochs", "device"]
-
-
 def values_csv(cmp: Comparison) -> str:
-    """values.csv, the long table: one row per record and measured cell, its value in the cell's unit and the
-    setting of that one run (an array cell gives its length), for a reader who pools or plots per seed."""
+    """values.csv, the long table: one row per record and measured cell, with that one run's setting."""
     rows = []
     for view in cmp.views:
         for c in view.cells.values():
@@ -135,11 +128,6 @@ def values_csv(cmp: Comparison) -> str:
                              "value": f"array[{len(value)}]" if isinstance(value, list) else f"{value:.10g}",
                              **{k: s[k] for k in VALUE_FIELDS[9:] if k != "model"}, "model": s["label"]})
     return _csv(rows, VALUE_FIELDS)
-
-
-CLAIM_FIELDS = ["claim", "scale", "kind", "reading", "verdict", "label", "text", "setting", "compared", "comparisons",
-                "effect", "ci95_low", "ci95_high", "p_holm", "n_lhs", "n_rhs", "margin", "lhs_mean", "rhs_mean",
-                "paper_effect", "unit", "qualifier", "preconditions", "result"]
 
 
 def claims_csv(a: Assessment) -> str:
@@ -161,15 +149,8 @@ def claims_csv(a: Assessment) -> str:
     return _csv(rows, CLAIM_FIELDS)
 
 
-COMPARISON_FIELDS = ["claim", "scale", "setting", "kind", "reading", "verdict", "comparison", "comparison_verdict",
-                     "method", "effect", "ci95_low", "ci95_high", "p_holds", "p_fails", "p_holds_holm", "p_fails_holm",
-                     "n_lhs", "n_rhs", "margin", "lhs_mean", "rhs_mean", "resolvable_effect", "paper_effect",
-                     "below_resolvable"]
-
-
 def comparisons_csv(summary: dict) -> str:
-    """comparisons.csv: one row per comparison of every claim and precondition at every scale (summary.json's
-    numbers), for a reader who collects them across papers."""
+    """comparisons.csv: every comparison of every claim and precondition at every scale (summary.json's numbers)."""
     rows = []
     for entry in summary["claims"] + summary["preconditions"]:
         head = {"claim": entry["id"], "scale": entry["scale"], "setting": entry["setting"], "kind": entry["kind"],

@@ -1,9 +1,4 @@
-"""A paper's ``index_table`` (e.g. the cross-paper table), shown at the top of results/index.html.
-
-Built from what the paper's report already wrote (summary.json and its figures), so the index repeats the
-report's numbers and verdicts and never computes its own: per scale, each row's measured columns, and for a
-row that a claim compares with another, that claim's effect, 95 % interval, Holm-adjusted p and verdict.
-"""
+"""A paper's index_table atop results/index.html, read from summary.json: the index never computes its own numbers."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,7 +9,6 @@ from repro.runs import is_smoke
 from repro.paper import Paper
 
 ALPHA = 0.05  # family-wise, as within a claim
-SCALE_ORDER = ("full", "small", "cpu")  # strongest evidence first; smoke scales last
 
 
 def number(v: float | None) -> str:
@@ -34,8 +28,7 @@ def _cell_text(cell: dict | None, with_n: bool) -> str:
 
 
 def _comparison(claim: dict, qualifier: str = "", row: dict | None = None) -> dict:
-    """Effect, interval, p and verdict of a one-comparison claim, as text; with its family (rows compared with
-    one baseline), the p in the direction the row is read and that p Holm-adjusted across the family."""
+    """Effect, interval, p and verdict of a one-comparison claim as text, with its family's p where it has one."""
     c = (claim.get("comparisons") or [{}])[0]
     ci, family = c.get("ci95"), (row or {}).get("family") or {}
     p = family.get("p", c.get("p_holds_holm"))
@@ -47,11 +40,6 @@ def _comparison(claim: dict, qualifier: str = "", row: dict | None = None) -> di
             "p_family": f"{family['p_holm']:.3g}" if family else "-",
             "family_note": "holds on its own p, not across the family" if family and claim["verdict"] == "holds"
             and family["p_holm"] > ALPHA else ""}
-
-
-def _png(path: Path, results_dir: Path) -> str:
-    """The figure's address from results/index.html; empty where the report drew none."""
-    return path.relative_to(results_dir).as_posix() if path.is_file() else ""
 
 
 def _at_scale(paper: Paper, summary: dict, scale: str, results_dir: Path) -> dict:
@@ -69,22 +57,22 @@ def _at_scale(paper: Paper, summary: dict, scale: str, results_dir: Path) -> dic
                                                                screen.get((cl["id"], scale)))
     rows = [{"label": r.label, "cells": [_cell_text(cells.get((r.key, c.key)), i == 0) for i, c in enumerate(columns)],
              "claim": claims.get(r.key)} for r in table.rows]
+    pngs = [(f, results_dir / paper.id / "figures" / f"{f.id}-{scale}.png") for f in paper.figures
+            if f.table == table.id]
     figures = [{"id": f.id, "caption": f"{f.caption} {EXPLAINS.get(f.kind, '')}",
-                "src": _png(results_dir / paper.id / "figures" / f"{f.id}-{scale}.png", results_dir)}
-               for f in paper.figures if f.table == table.id]
+                "src": p.relative_to(results_dir).as_posix()} for f, p in pngs if p.is_file()]  # drawn ones only
     own = (((summary.get("tables") or {}).get(table.id) or {}).get("by_scale") or {}).get(scale) or {}
     setting = own.get("setting") or (summary.get("settings") or {}).get(scale, "")  # the table's runs, else the scale's
     family = [x["claim"] for x in rows if x["claim"] and x["claim"]["p_family"] != "-"]
     return {"scale": scale, "smoke": is_smoke(scale), "setting": setting, "family": len(family),
-            "columns": [c.label for c in columns], "rows": rows, "figures": [f for f in figures if f["src"]]}
+            "columns": [c.label for c in columns], "rows": rows, "figures": figures}
 
 
 def featured(paper: Paper, summary: dict, results_dir: Path) -> dict | None:
     """The index block of a paper with an ``index_table``, one entry per scale that measured it; else None."""
     if not paper.index_table or paper.table(paper.index_table) is None:
         return None
-    scales = sorted(summary.get("scales") or [], key=lambda s: (is_smoke(s), SCALE_ORDER.index(s)
-                                                               if s in SCALE_ORDER else len(SCALE_ORDER)))
+    scales = sorted(summary.get("scales") or [], key=is_smoke)  # strongest evidence first (cells.order_scales)
     table = paper.table(paper.index_table)
     blocks = [b for b in (_at_scale(paper, summary, s, Path(results_dir)) for s in scales)
               if b["columns"]]  # a scale that does not measure the table shows nothing

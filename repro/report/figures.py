@@ -1,15 +1,4 @@
-"""The papers' figures, redrawn from records: per-layer / per-epoch curves and metric vs table rows.
-
-``per_layer`` and ``per_epoch`` plot an array metric of the records filling one cell (mean over seeds,
-band = 1 std; a 2-D array such as gating [layer][head] is drawn as thin per-head lines and a thick
-mean); ``per_epoch`` reads the metric from the history rows when an every-epoch probe wrote it there. ``vs_rows`` plots a column's measured mean against the rows' ``x`` (e.g. the training-set
-fraction), with the paper's printed values as open markers on the same axis only where our runs follow
-the paper's protocol (scale full), else in a panel of their own. ``effects`` draws each series row's
-difference to the figure's ``baseline`` row in one column, with its 95 % interval across seeds (the same
-Welch test the claims make, stats.compare_means), highest first: a ranking with intervals. Every figure
-shows the levels its claims judge its series against (levels.py). Figures use matplotlib's object API (no
-pyplot state), so building reports is safe to repeat in one process.
-"""
+"""The papers' figures redrawn from records, with matplotlib's object API: no pyplot state, so builds repeat."""
 from __future__ import annotations
 
 import io
@@ -33,8 +22,7 @@ LINESTYLES = ("-", "--", "-.", ":")
 
 
 def _style(i: int) -> dict:
-    """Colour, marker and dash per series; later series drawn thinner and smaller, so one that lies
-    exactly on an earlier one still shows inside it."""
+    """Colour, marker and dash per series; later ones thinner, so one lying on an earlier one still shows."""
     return {"color": COLORS[i % len(COLORS)], "marker": MARKERS[i % len(MARKERS)],
             "ls": LINESTYLES[i % len(LINESTYLES)], "lw": max(1.0, 3.0 - 0.5 * i), "ms": max(3.0, 7.0 - i)}
 
@@ -107,8 +95,7 @@ def _run_x(cmp: Comparison, fig: Figure, scale: str, row, column: str) -> float 
 
 
 def _vs_rows(ax, cmp: Comparison, fig: Figure, scale: str, ours: bool = True, paper: bool = True) -> int:
-    """Measured means (± std) and/or the paper's printed values against the rows' x; returns series drawn.
-    With ``x_from`` our points sit at the x our runs used (e.g. 0-3 GPSA layers of 4, not the paper's 0-9 of 12)."""
+    """Our means (± std) and/or the paper's values against the rows' x (``x_from``: the x our runs used)."""
     view = cmp.view(fig.table, scale)
     table = cmp.paper.table(fig.table)
     rows = [r for r in table.measured_rows if r.x is not None]
@@ -142,8 +129,7 @@ def _vs_rows(ax, cmp: Comparison, fig: Figure, scale: str, ours: bool = True, pa
 
 
 def _effects(ax, cmp: Comparison, fig: Figure, scale: str) -> int:
-    """Each series row minus the baseline row (one column), mean over seeds with its 95 % interval
-    (Welch); fewer than 2 seeds a side: the point alone. Sorted, highest effect on top."""
+    """Each series row minus the baseline row, with its 95 % Welch interval across seeds, highest on top."""
     view = cmp.view(fig.table, scale)
     cells = view.cells if view else {}
     points = []
@@ -179,8 +165,7 @@ def _finish(ax, fig: Figure, title: str) -> None:
 
 
 def _references(ax, fig: Figure) -> None:
-    """Draw what the claims test: a level (a bound such as S.4 <= 1) or a slope through a series' first point
-    (Theorem 4's exponents), dotted and in the legend."""
+    """Draw what the claims test, dotted: a level (S.4 <= 1) or a slope through a series' first point."""
     for r in fig.reference:
         if "y" in r:
             ax.axhline(r["y"], color="0.2", ls=":", lw=1.2, label=r["label"])
@@ -201,8 +186,7 @@ def _title(cmp: Comparison, fig: Figure, scale: str) -> str:
 
 
 def draw(cmp: Comparison, fig: Figure, scale: str | None) -> MplFigure | None:
-    """The matplotlib figure at one scale, or None when no record feeds it. A vs_rows figure whose runs
-    follow another protocol than the paper's gets two panels: the paper's values never share our axis."""
+    """The figure at one scale, or None without records; the paper's values get their own panel unless like for like."""
     if scale is None:
         return None
     printed = fig.kind == "vs_rows" and any(s.column in r.values and r.values[s.column].reported
@@ -239,8 +223,7 @@ def png_bytes(mpl: MplFigure) -> bytes:
 
 
 def render_all(cmp: Comparison, out_dir: Path) -> list[RenderedFigure]:
-    """Write figures/<id>-<scale>.png for every figure and scale that has data; say what is missing. PNG only: the
-    pages show it and the notebook draws its own, so a second format would double the committed bytes unread."""
+    """Write figures/<id>-<scale>.png where there is data, else say what is missing (PNG only: nothing reads a 2nd)."""
     out = []
     for fig in cmp.paper.figures:
         for scale in cmp.scales or [None]:

@@ -1,10 +1,4 @@
-"""The first screen's forest plots: ours (point, 95 % interval) and the paper's effect (open diamond) in the
-claim's direction, on one labelled axis per quantity.
-
-Why one axis: side by side, plots on private scales invite comparing lengths that mean different amounts. The
-rows of a block that share a unit (or, unitless, a quantity such as CosSim) share one scale, and each plot prints
-its ticks and that unit, so +4 points and +8 % relative read as what they are.
-"""
+"""Forest plots on one axis per unit: private scales side by side invite comparing lengths of different meaning."""
 from __future__ import annotations
 
 import math
@@ -58,9 +52,7 @@ def _axis(lo: float, hi: float, px, name: str) -> list[str]:
 
 
 def forest_svg(r: dict, rows: list[dict] | None = None) -> str:
-    """Ours (point, 95 % interval) and the paper's effect (open diamond) in the claim's direction (+ as claimed),
-    on the axis ``rows`` of the same unit share; the dashed line is the threshold (0 past its margin), the
-    claim's side shaded right."""
+    """Ours and the paper's effect in the claim's direction on the axis ``rows`` share; dashed: the threshold."""
     d = r.get("toward") or {}
     if d.get("effect") is None:
         return ""

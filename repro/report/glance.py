@@ -1,24 +1,15 @@
-"""The first screen: each central claim as one row of numbers a reader can quote without scrolling.
-
-Per scale that judges anything: the claim in words, the setting its runs were trained in (data and the share
-of it, model by measured size, epochs, seeds, all read from the records' configs), the paper's effect, ours
-with its 95 % interval (drawn as a small forest plot), the margin it was judged past, the preconditions with
-the baseline values they measured, and the verdict. Why rows and not counts: "8 hold, 2 outside" cannot be
-quoted, weighed or checked; an effect with its interval beside the paper's can.
-The rows are stored in summary.json (``first_screen``) and drawn from there by the report and the index alike.
-"""
+"""The first screen: each central claim as a row of numbers, since "8 hold, 2 outside" cannot be quoted or checked."""
 from __future__ import annotations
 
 from collections import Counter
 
-from repro.report import family
 from repro.report.assess import Assessment
 from repro.report.cells import Comparison, column_unit, difference_unit, order_scales
 from repro.report.pairwise import (FAILS, HOLDS, INCONCLUSIVE, JUDGED, MIN_SEEDS, NOT_RESOLVABLE, NOT_RUN,
                                       NOT_TESTABLE, OUTSIDE, Check, Verdict, decisive, p_sides, said)
 from repro.report.provenance import _joined
-from repro.report.rowlabel import with_measured
-from repro.report.setting import joined, run_setting
+from repro.report.setting import joined, run_setting, with_measured
+from repro.report.stats import holm
 from repro.report.tally import headline, headline_text, kind
 from repro.runs import is_smoke
 from repro.paper import Paper, Ref
@@ -38,8 +29,7 @@ def chip(verdict: str, evidence: str = "training") -> dict:
 
 
 def ref_label(paper: Paper | None, ref: Ref, cmp: Comparison | None = None, scale: str | None = None) -> str:
-    """'DeiT-12 · last-block CosSim' for a cell (its reference without a paper), the number for a constant; with
-    ``cmp``, the row says what it measured at ``scale`` where that differs ('k = 10 (ours: k = 5 of 5 GPSA)')."""
+    """'DeiT-12 · last-block CosSim' for a cell, the number for a constant; with ``cmp``, what the row measured."""
     if ref.const is not None:
         return f"{ref.const:g}"
     if paper is None:
@@ -53,8 +43,7 @@ def ref_label(paper: Paper | None, ref: Ref, cmp: Comparison | None = None, scal
 
 def pair_labels(paper: Paper | None, lhs: Ref, rhs: Ref, cmp: Comparison | None = None,
                 scale: str | None = None) -> tuple[str, str]:
-    """Both sides' labels, each with its table's id where the two would otherwise read the same (one row and
-    column at two budgets or fractions: 'Baseline · top-1 (ideas) vs Baseline · top-1 (ideas_e10)')."""
+    """Both sides' labels, each with its table's id where they would otherwise read the same."""
     a, b = ref_label(paper, lhs, cmp, scale), ref_label(paper, rhs, cmp, scale)
     if a == b and lhs.const is None and rhs.const is None and lhs.table != rhs.table:
         a, b = f"{a} ({lhs.table})", f"{b} ({rhs.table})"
@@ -78,8 +67,7 @@ def _quantity(paper: Paper | None, ref: Ref) -> str:
 
 
 def deciding(checks: list[Check]) -> Check | None:
-    """The comparison a claim's verdict rests on: a failing one first, then an open one, and among those the
-    one closest to failing (smallest excess for '>', largest for a bound '<=')."""
+    """The comparison a verdict rests on: failing first, then open, then the one closest to failing."""
     order = (FAILS, INCONCLUSIVE, NOT_TESTABLE, HOLDS)
     shown = [c for c in checks if c.effect is not None]
     return min(shown, key=lambda c: (order.index(c.verdict) if c.verdict in order else len(order),
@@ -98,8 +86,7 @@ def _records(cmp: Comparison, ref: Ref, scale: str) -> list[dict]:
 
 
 def setting(cmp: Comparison, checks: list[Check], scale: str) -> dict:
-    """What the compared runs measured, from their own records (setting.py): image size, trained or at init,
-    models by family and measured size, data and its share, epochs, device; seeds per cell."""
+    """What the compared runs measured, from their own records (setting.py), with seeds per cell."""
     recs = {r.get("run_id"): r for c in checks for ref in (c.lhs, c.rhs) for r in _records(cmp, ref, scale)}
     out = joined([run_setting(r, cmp.models, cmp.counted) for r in recs.values() if r.get("status") == "finished"])
     refs = dict.fromkeys(x for ch in checks for x in (ch.lhs, ch.rhs) if x.const is None)
@@ -143,16 +130,14 @@ def precondition_row(paper: Paper | None, p: Verdict) -> dict:
 
 
 def _floor(p: Verdict) -> bool:
-    """An accuracy floor: every comparison a top-1/top-5 cell above a constant (a ceiling, top-5 at most 95 %,
-    says the opposite of under-trained)."""
+    """An accuracy floor: every comparison a top-1/top-5 cell above a constant."""
     return bool(p.checks) and p.claim.relation == ">" and all(
         c.rhs.const is not None and c.lhs.const is None and any(k in c.lhs.column for k in ("top1", "top5"))
         for c in p.checks)
 
 
 def scope(paper: Paper | None, v: Verdict) -> str:
-    """'tested at 10%, 100% (2 of 5 rows the paper prints)': a claim over a table's rows (every fraction, every
-    learning rate) judged on fewer of them than the paper prints says which ones."""
+    """'tested at 10%, 100% (2 of 5 rows the paper prints)' for a claim judged on fewer rows than printed."""
     table = paper.table(v.claim.table) if paper is not None and v.claim.table else None
     cols = {c.lhs.column for c in v.checks if c.lhs.table == v.claim.table}
     if table is None or len(cols) != 1 or len(v.checks) < 1:
@@ -167,8 +152,7 @@ def scope(paper: Paper | None, v: Verdict) -> str:
 
 
 def toward(c: Check | None, t) -> dict:
-    """The effect, its interval and the paper's, signed so that + is the claim's direction: lhs - rhs past the
-    margin for '>' (and a rate), rhs - lhs for a bound ('<=': how far below it)."""
+    """The effect, its interval and the paper's, signed so that + is the claim's direction."""
     if c is None or c.effect is None:
         return {"effect": None, "ci": None, "paper": None}
     s = -1 if c.relation == "<=" else 1
@@ -178,8 +162,7 @@ def toward(c: Check | None, t) -> dict:
 
 
 def why(v: Verdict, c: Check | None) -> str:
-    """Why a row is open: a precondition not yet resolved, too few seeds, an effect below what the seeds
-    resolve, or an interval across the threshold; the paper's effect below it for 'not resolvable'."""
+    """Why a row is open: a precondition unresolved, too few seeds, an effect below the resolvable, a wide interval."""
     if v.verdict == NOT_TESTABLE:
         return "both sides at chance"
     if v.verdict not in (INCONCLUSIVE, NOT_RESOLVABLE):
@@ -204,8 +187,7 @@ def why(v: Verdict, c: Check | None) -> str:
 
 
 def row(cmp: Comparison, v: Verdict, drawn: set | frozenset = frozenset()) -> dict:
-    """One claim at one scale as the first screen shows it (``drawn``: the (figure, scale) pairs drawn, of which
-    the row links those of the tables it compares)."""
+    """One claim at one scale as the first screen shows it, linking the drawn figures of its tables."""
     paper, c = cmp.paper, deciding(v.checks)
     tables = {r.table for ch in v.checks for r in (ch.lhs, ch.rhs) if r.const is None}
     t = decisive(c) if c else None
@@ -232,8 +214,7 @@ def row(cmp: Comparison, v: Verdict, drawn: set | frozenset = frozenset()) -> di
 
 
 def tallies(a: Assessment, screen: list[dict]) -> dict[str, dict]:
-    """Per scale, the counts every block quotes, cut from the first screen's rows: the paper's, cited and our
-    training claims apart, theory (any reading) with its fails named, timing, preconditions met / not met."""
+    """Per scale, the counts every block quotes: training kinds apart, theory with its fails, preconditions."""
     rows = {b["scale"]: b["rows"] for b in screen}
     out = {}
     for scale in order_scales(a.cmp.scales):
@@ -252,9 +233,35 @@ def _count(verdicts) -> dict[str, int]:
     return dict(sorted(Counter(verdicts).items(), key=lambda kv: (-kv[1], kv[0])))
 
 
+def _family_member(r: dict, c: Check | None) -> bool:
+    """'A row > the baseline' in one table, the claim's only comparison, tested."""
+    t = decisive(c) if c is not None else None
+    return (t is not None and t.p_greater is not None and c.relation == ">" and c.rhs.const is None
+            and c.lhs.table == c.rhs.table and r["comparisons"] == 1)
+
+
+def correct_family(members: list[tuple[dict, Check | None]], paper: Paper) -> None:
+    """Holm across a table's rows compared with one baseline (five ideas against it are five chances of a
+    "holds"): set ``family`` on those first-screen rows, with the row's p Holm-adjusted across them."""
+    groups: dict[tuple, list] = {}
+    for r, c in members:
+        if _family_member(r, c):
+            groups.setdefault((c.lhs.table, str(c.rhs)), []).append((r, c))
+    for (table, _), rows in groups.items():
+        if len(rows) < 2:
+            continue
+        tests = [(decisive(c), *p_sides(c)) for _, c in rows]
+        held = holm([getattr(t, ok + "_adj") for t, ok, _ in tests])
+        failed = holm([getattr(t, bad + "_adj") for t, _, bad in tests])
+        for (r, c), (t, ok, bad), h, f in zip(rows, tests, held, failed):
+            fails = c.verdict == FAILS or getattr(t, bad) < getattr(t, ok)
+            r["family"] = {"table": table, "size": len(rows), "baseline": ref_label(paper, c.rhs),
+                           "side": "fails" if fails else "holds",
+                           "p": round(getattr(t, (bad if fails else ok) + "_adj"), 4), "p_holm": round(f if fails else h, 4)}
+
+
 def first_screen(a: Assessment, drawn: set | frozenset = frozenset()) -> list[dict]:
-    """Per scale that judges anything (smoke scales left out): the setting, the budget caveat, each central
-    claim as a row, and the counts of everything else (theory, timing, preconditions)."""
+    """Per non-smoke scale: the setting, the budget caveat, each central claim as a row, and the other counts."""
     cmp, out = a.cmp, []
     heads = {h["scale"]: headline_text(h) for h in headline(cmp, a.verdicts, a.preconditions, a.settings)}
     for scale in order_scales(cmp.scales):
@@ -263,7 +270,7 @@ def first_screen(a: Assessment, drawn: set | frozenset = frozenset()) -> list[di
         central = [v for v in a.verdicts
                    if v.scale == scale and kind(v) in CENTRAL and v.claim.evidence == "training" and v.verdict in SHOWN]
         rows = [row(cmp, v, drawn) for v in central]
-        family.correct([(r, deciding(v.checks)) for r, v in zip(rows, central)], lambda ref: ref_label(cmp.paper, ref))
+        correct_family([(r, deciding(v.checks)) for r, v in zip(rows, central)], cmp.paper)
         budget = "" if scale == "full" else ("at this budget, not the paper's protocol: each row names its own "
                                              "runs' setting, and its verdict is a finding about that setting")
         pre = [row(cmp, p, drawn) for p in a.preconditions if p.scale == scale and p.verdict in (*JUDGED, OUTSIDE)]
@@ -273,8 +280,7 @@ def first_screen(a: Assessment, drawn: set | frozenset = frozenset()) -> list[di
 
 
 def lead(summary: dict) -> dict | None:
-    """A paper's line at the top of the index, cut from its first screen: the first of the paper's own training
-    claims (else of any central claim) at the scale that judges most, with that scale's counts."""
+    """A paper's line on the index: its first training claim at the scale that judges most, with its counts."""
     block = next((b for b in summary.get("first_screen") or [] if b["rows"]), None)
     if block is None:
         return None
@@ -286,8 +292,7 @@ def lead(summary: dict) -> dict | None:
 
 
 def row_models(view, row: str) -> str:
-    """The models our runs of a table row trained, by measured size, and what the row measured where the scale
-    changes it (beside the paper's name for the row)."""
+    """The models a table row's runs trained, by measured size, and what the row measured at this scale."""
     models = " / ".join(sorted({p["label"] for c in view.cells.values() if c.row == row
                                 for p in c.runs_protocol if p.get("label")}))
     return "; ".join(x for x in (models, view.measured_rows.get(row, "")) if x)

@@ -1,12 +1,6 @@
-"""report.html and results/index.html: jinja2 templates with autoescaping, self-contained pages.
-
-Why autoescape: captions and claim texts are paper text ("<script>", "&" included) and must show as
-text. Figures are linked, not embedded: each is a committed PNG in figures/ beside the page, and embedding it
-again as base64 stored every figure twice and made nine tenths of the page's bytes.
-"""
+"""report.html and results/index.html from autoescaped jinja2 templates: paper text must show as text."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import jinja2
@@ -53,11 +47,6 @@ def cell_title(cell: Cell, command: str) -> str:
     return "; ".join(parts + cell.notes)
 
 
-def figure_src(path: Path, page_dir: Path) -> str:
-    """A figure's address relative to the page that shows it (a report in results/<id>/, the index in results/)."""
-    return Path(os.path.relpath(path, page_dir)).as_posix()
-
-
 _ENV.filters["unique_scales"] = unique_scales
 _ENV.filters["short"] = short
 _ENV.filters["p_value"] = lambda p: "< 0.0001" if p < 0.0001 else f"{p:.2g}"  # summary.json keeps 4 decimals
@@ -73,12 +62,11 @@ def render(a: Assessment, figures: list[RenderedFigure]) -> str:
         paper=cmp.paper, cmp=cmp, runs=describe(cmp.records, cmp.scales), verdicts=a.verdicts,
         preconditions=a.preconditions, tally=tally(a.verdicts + a.preconditions), settings=a.settings,
         first_screen=first_screen(a, {(f.spec.id, f.scale) for f in figures if f.path}),
-        **_placed([{"fig": f, "src": figure_src(f.path, f.path.parent.parent) if f.path else ""} for f in figures], cmp))
+        **_placed([{"fig": f, "src": f"{f.path.parent.name}/{f.path.name}" if f.path else ""} for f in figures], cmp))
 
 
 def _placed(figures: list[dict], cmp: Comparison) -> dict:
-    """Each figure under its table's view at its scale (beside the numbers and claims it serves); those with
-    no such view go to a Figures section at the end."""
+    """Each figure under its table's view at its scale; those with no such view at the end."""
     views = {(v.table.id, v.scale) for v in cmp.views}
     placed: dict = {}
     for f in figures:

@@ -1,11 +1,4 @@
-"""The levels a figure's claims and preconditions judge its series against, drawn on its axes.
-
-A level is read from the paper's claims: a constant (a CosSim of 0.5), or for a precondition its baseline's
-value (a gate at init less a margin). The judged cell is a series of the figure, or is read off one of its
-curves: a point (the last GPSA layer's gate, measured by another table's probe of the same runs) or, on a
-per-epoch curve, the mean of its first epochs (an early loss). Such means are drawn too, so that a claim
-comparing two curves' means shows both on the axes.
-"""
+"""The levels a figure's claims judge its series against, drawn so the reader sees the line a verdict is about."""
 from __future__ import annotations
 
 import textwrap
@@ -33,10 +26,8 @@ def series_arrays(cmp: Comparison, fig: Figure, series, scale: str) -> list[np.n
             continue
         if arr.ndim in (1, 2):
             out.append(arr)
-    if not out:
-        return []
     shapes = [a.shape for a in out]
-    common = max(set(shapes), key=shapes.count)
+    common = max(set(shapes), key=shapes.count, default=None)
     return [a for a in out if a.shape == common]
 
 
@@ -60,10 +51,7 @@ def _curve(arrays: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _read_off(cmp: Comparison, fig: Figure, scale: str, ref) -> tuple[int, int, int] | None:
-    """Where a cell is read off one of the figure's curves: (series index, first x, last x). A point of the
-    curve or of one of its thin lines (the last GPSA layer's gate, from another table's probe of the same runs)
-    spans one x; on a per-epoch curve, the mean of its first k points (an early loss) spans 1..k. None where
-    the cell is no point or early mean of a drawn curve."""
+    """Where a cell is read off a figure's curve: (series, first x, last x), a point or an early mean; else None."""
     cell = cmp.cell(ref, scale) if ref.const is None else None
     if cell is None or cell.mean is None:
         return None
@@ -103,11 +91,7 @@ def _operands(cmp: Comparison, ref):
 
 
 def draw_levels(ax, cmp: Comparison, fig: Figure, scale: str) -> None:
-    """Draw the level each claim or precondition judges one of the figure's series against (a CosSim of 0.5, an
-    accuracy floor, a gate's value at init less a margin, a bound on the gap between two curves' early means),
-    dotted and named in the legend: the reader sees the line the verdict is about. A cell read off a curve
-    over several points (an early loss) is drawn there too, so a comparison of two drawn series shows both
-    quantities compared; a level judged on a span of a curve is drawn over that span."""
+    """Draw, dotted and named, the level each claim or precondition judges one of the figure's series against."""
     def same_quantity(s, ref) -> bool:  # the cell is a point of the curve (last-block CosSim of the CosSim curve)
         cell, arrays = cmp.cell(ref, scale), series_arrays(cmp, fig, s, scale)
         if cell is None or cell.mean is None or not arrays:
@@ -142,9 +126,7 @@ def draw_levels(ax, cmp: Comparison, fig: Figure, scale: str) -> None:
 
 
 def _draw_level(ax, cmp: Comparison, claim, judged, on_left: bool, other: float, where, seen: set) -> None:
-    """The level ``judged`` must pass, dotted: across the axes, or over the span of a curve it is read off.
-    A level far off the axes of an exact series is in another unit (a fraction against a percent): skipped;
-    one read off a curve is in the curve's unit, so far off the axes it is named in the legend, 'off the axes'."""
+    """The level ``judged`` must pass, across the axes or over its span; far off the axes: skipped or named."""
     margin = claim.margin if claim.relation == ">" else 0.0
     level = other + margin if on_left else other - margin
     lo, hi = ax.get_ylim()
@@ -167,8 +149,7 @@ def _draw_level(ax, cmp: Comparison, claim, judged, on_left: bool, other: float,
 
 
 def _means(ax, cmp: Comparison, fig: Figure, scale: str, refs, seen: set) -> None:
-    """Each cell that is a curve's mean over its first points (an early loss), as a dotted segment over
-    those points in the curve's colour: what a claim compares, on the axes beside the curve."""
+    """Each cell that is a curve's early mean, dotted over those points in the curve's colour."""
     for ref in refs:
         where = _read_off(cmp, fig, scale, ref)
         if where is None or where[1] == where[2] or (ref, "mean") in seen:

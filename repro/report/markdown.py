@@ -1,9 +1,4 @@
-"""REPORT.md: a short summary for reading on GitHub (the first screen's verdict rows, linked into report.html).
-
-Why short: report.html (the templates) is the one full page; a second full rendering in Markdown doubled the
-committed bytes and could drift from it. This file quotes the same first-screen rows of summary.json and
-links each claim, table and section to its anchor in report.html.
-"""
+"""REPORT.md: the first screen's rows, linked into report.html, the one full page (a second would drift)."""
 from __future__ import annotations
 
 from tabulate import tabulate
@@ -19,11 +14,6 @@ PAGE = "report.html"
 def esc(text: object) -> str:
     """Paper text as literal Markdown: table pipes and HTML-looking text cannot break the page."""
     return str(text).translate(_ESCAPES)
-
-
-def _table(rows: list[list], headers: list[str]) -> str:
-    return tabulate([[esc(c) for c in r] for r in rows], headers=[esc(h) for h in headers],
-                    tablefmt="github", disable_numparse=True)
 
 
 def render(a: Assessment) -> str:
@@ -54,8 +44,7 @@ def _ours(r: dict) -> str:
 
 
 def glance_lines(blocks: list[dict]) -> list[str]:
-    """The first screen: per scale, each central claim with its setting, the paper's effect, ours with its 95 %
-    interval (and margin), the verdict and its preconditions' measured values; then every verdict counted."""
+    """The first screen: per scale, each central claim's row, then every verdict counted."""
     out = ["## Did it reproduce? The central claims at a glance", ""] if blocks else []
     for b in blocks:
         out += [f"**At `{b['scale']}`**" + (f", {esc(b['budget'])}" if b["budget"] else "") + ".", ""]
@@ -68,9 +57,10 @@ def glance_lines(blocks: list[dict]) -> list[str]:
                      f"; {p['symbol']} {p['id']} {p['label']}" + (f" ({p['measured']})" if p["measured"] else "")
                      for p in r["preconditions"])] for r in b["rows"]]
         if rows:
-            out += [_table(rows, ["claim", "setting of its deciding comparison's runs", "paper",
-                                  "ours, 95 % CI (+ = the claim's direction); p (one-sided, Holm)", "verdict"]),
-                    ""]
+            head = ["claim", "setting of its deciding comparison's runs", "paper",
+                    "ours, 95 % CI (+ = the claim's direction); p (one-sided, Holm)", "verdict"]
+            out += [tabulate([[esc(c) for c in r] for r in rows], headers=[esc(h) for h in head], tablefmt="github",
+                             disable_numparse=True), ""]
         out += [f"All verdicts: {esc(b['counts'])}", ""] if b["counts"] else []
     return out
 

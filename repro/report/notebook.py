@@ -1,12 +1,4 @@
-"""An executed notebook per paper (report.ipynb, rendered to notebook.html with nbconvert) for exploring.
-
-The notebook's cells call ``ReportView``, which rebuilds the same comparison as the report from the
-records, so a reader can change a cell and rerun. It is executed with a Jupyter kernel through
-nbconvert's ExecutePreprocessor when ipykernel is installed; otherwise (or if the kernel fails) the
-same cells are executed in-process by ``run_inline`` and their outputs stored the way a kernel would,
-and the notebook says which of the two produced its outputs. Execution is skipped when the inputs
-(paper.yaml, records, this package's code) have not changed since the last build.
-"""
+"""An executed notebook per paper whose ReportView rebuilds the report's comparison, so a reader can rerun cells."""
 from __future__ import annotations
 
 import ast
@@ -34,11 +26,15 @@ from repro.report.tally import tally
 from repro.paper import load_paper
 
 _CODE_DIR = Path(__file__).resolve().parent
+_LINK = re.compile(r"\[([^\]]*)\]\(([^)]*)\)")
+_MIMES = (("_repr_html_", "text/html"), ("_repr_markdown_", "text/markdown"), ("_repr_png_", "image/png"))
+# The repro modules outside this package that the report imports (tests/test_import_rules.py checks the list).
+SHARED_CODE = ("__init__.py", "errors.py", "functions.py", "paper.py", "paths.py", "records.py", "runs.py",
+               "plan/__init__.py", "plan/store.py")
 
 
 class _Shown:
-    """Something a notebook cell displays: HTML or a PNG for people, plain text as the fallback (a repr method
-    returning None is not shown that way, as in IPython)."""
+    """What a notebook cell displays: HTML or a PNG, plain text as the fallback (a None repr is not shown)."""
 
     def __init__(self, html_text: str | None, text: str, png: bytes | None = None):
         self._html, self._text, self._png = html_text, text, png
@@ -54,8 +50,7 @@ class _Shown:
 
 
 def find_root(paper_id: str, start: Path | None = None) -> Path:
-    """The checkout holding papers/<paper_id>/paper.yaml: the working directory or a parent of it (a
-    notebook runs from results/<id>/), else the one this package was installed from."""
+    """The checkout holding papers/<paper_id>/paper.yaml: the working directory, a parent, or this package's."""
     here = Path(start or Path.cwd()).resolve()
     for folder in (here, *here.parents, _CODE_DIR.parents[1]):
         if (folder / "papers" / paper_id / "paper.yaml").is_file():
@@ -65,9 +60,7 @@ def find_root(paper_id: str, start: Path | None = None) -> Path:
 
 
 class ReportView:
-    """A paper's comparison and claim verdicts, rebuilt from its records, for use in a notebook. Without
-    ``papers_dir`` / ``results_dir`` both are found from the checkout (``find_root``), so the same cells run from
-    the repository root and from results/<id>/."""
+    """A paper's comparison and verdicts rebuilt from its records; the folders are found from the checkout."""
 
     def __init__(self, paper_id: str, papers_dir: str | Path | None = None, results_dir: str | Path | None = None):
         root = find_root(paper_id) if papers_dir is None or results_dir is None else None
@@ -81,8 +74,7 @@ class ReportView:
 
     @property
     def cells_csv(self):
-        """results/<id>/cells.csv (one row per table cell and scale), or the same rows rebuilt from the
-        records when the report has not written it: either way, input for ``pandas.read_csv``."""
+        """results/<id>/cells.csv, or the same rows rebuilt from the records: input for ``pandas.read_csv``."""
         path = self.results_dir / self.paper.id / "cells.csv"
         return path if path.is_file() else io.StringIO(cells_csv(cell_rows(self.cmp)))
 
@@ -112,8 +104,7 @@ class ReportView:
         if view is None:
             raise KeyError(f"no view of {table_id!r} at scale {scale!r}; have "
                            f"{[(v.table.id, v.scale) for v in self.cmp.views]}")
-        counts = view.counts()
-        return _Shown(html.fragment("table_view", view), f"{table_id} at {scale}: {counts}")
+        return _Shown(html.fragment("table_view", view), f"{table_id} at {scale}: {view.counts()}")
 
     def figure(self, figure_id: str, scale: str | None = None):
         fig = next(f for f in self.paper.figures if f.id == figure_id)
@@ -137,16 +128,12 @@ class ReportView:
 
 def _rel(path: Path) -> str:
     """A path as the notebook should spell it: relative to the working directory when inside it."""
-    path = Path(path).resolve()
-    try:
-        return str(path.relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
+    path, cwd = Path(path).resolve(), Path.cwd().resolve()
+    return str(path.relative_to(cwd) if path.is_relative_to(cwd) else path)
 
 
 def _view_call(paper_id: str, papers_dir: Path, results_dir: Path) -> str:
-    """The notebook's first line of code: the checkout's own papers/ and results/ are found from wherever it
-    runs (its folder or the repository root); folders elsewhere are spelled out."""
+    """The notebook's first code: ReportView(paper), or with the folders spelled out when outside the checkout."""
     root = _CODE_DIR.parents[1].resolve()
     if Path(papers_dir).resolve() == root / "papers" and Path(results_dir).resolve() == root / "results":
         return f"report = ReportView({paper_id!r})  # finds papers/ and results/ from here up\nreport"
@@ -154,12 +141,8 @@ def _view_call(paper_id: str, papers_dir: Path, results_dir: Path) -> str:
             f"results_dir={str(Path(results_dir).resolve())!r})\nreport")
 
 
-_LINK = re.compile(r"\[([^\]]*)\]\(([^)]*)\)")
-
-
 def md_text(text: object) -> str:
-    """Paper text for a Markdown cell: HTML escaped, and Markdown links kept only for http(s) URLs
-    (``[x](javascript:...)`` in a caption must not become a live link in notebook.html)."""
+    """Paper text for a Markdown cell: escaped, links kept only for http(s) (no live javascript: link)."""
     def link(m: re.Match) -> str:
         if re.match(r"https?://", m.group(2).strip(), re.I):
             return m.group(0)
@@ -207,9 +190,6 @@ def make_notebook(view: ReportView, papers_dir: Path, results_dir: Path) -> nbfo
     return nb
 
 
-_MIMES = (("_repr_html_", "text/html"), ("_repr_markdown_", "text/markdown"), ("_repr_png_", "image/png"))
-
-
 def _outputs(value, stdout: str) -> list:
     out = [v4.new_output("stream", name="stdout", text=stdout)] if stdout else []
     if value is None:
@@ -250,8 +230,7 @@ def _renumber(nb: nbformat.NotebookNode) -> None:
 
 
 def run_kernel(nb: nbformat.NotebookNode, km=None, timeout: int = 300) -> None:
-    """Execute with a Jupyter kernel (nbconvert ExecutePreprocessor) in the current directory; ``km``: a kernel
-    manager from ``kernel_session`` to reuse, None starts and stops a kernel just for ``nb``."""
+    """Execute with a Jupyter kernel (nbconvert); ``km`` a kernel to reuse, None starts one for ``nb``."""
     from nbconvert.preprocessors import ExecutePreprocessor
 
     if km is None:
@@ -263,11 +242,7 @@ def run_kernel(nb: nbformat.NotebookNode, km=None, timeout: int = 300) -> None:
 
 @contextlib.contextmanager
 def kernel_session():
-    """One kernel for every notebook built inside the block: its start-up and imports are paid once.
-
-    The kernel's own stderr goes nowhere: it only ever says that a local kernel talks over TCP (a cell's
-    errors reach the notebook's outputs, and a kernel that fails makes the build fall back to inline).
-    """
+    """One kernel for every notebook built inside the block; its stderr (TCP chatter) goes nowhere."""
     if not kernel_available():
         yield None
         return
@@ -297,11 +272,6 @@ def kernel_available() -> bool:
         return False
 
 
-# The repro modules outside this package that the report imports (tests/test_import_rules.py checks the list).
-SHARED_CODE = ("__init__.py", "errors.py", "functions.py", "paper.py", "paths.py", "records.py", "runs.py",
-               "plan/__init__.py", "plan/store.py")
-
-
 def code_files() -> list[Path]:
     """The code behind the notebook's outputs: this package (modules and templates) and ``SHARED_CODE``."""
     return [*sorted(_CODE_DIR.rglob("*.py")), *sorted(_CODE_DIR.rglob("*.j2")),
@@ -320,8 +290,7 @@ def inputs_digest(paper_yaml: Path, results_dir: Path, paper_id: str) -> str:
 
 
 def build(paper_id: str, papers_dir: Path, results_dir: Path, execute: str = "auto", km=None) -> list[Path]:
-    """Write results/<id>/report.ipynb (executed) and notebook.html; execute = auto | kernel | inline; ``km``: a
-    running kernel to reuse (see ``kernel_session``)."""
+    """Write results/<id>/report.ipynb (executed) and notebook.html; ``km``: a running kernel to reuse."""
     out = Path(results_dir) / paper_id
     ipynb, page = out / "report.ipynb", out / "notebook.html"
     digest = inputs_digest(Path(papers_dir) / paper_id / "paper.yaml", results_dir, paper_id)

@@ -1,10 +1,4 @@
-"""One comparison inside a claim (lhs > rhs + margin, lhs <= rhs, lhs ~ rhs) at one scale, with its numbers.
-
-Exact values (theory claims, timings alternated in rounds) are compared directly; stochastic runs by a
-one-sided test across seeds (Welch, or one-sample against a flat side), one per element of a per-layer
-curve, with effect, 95 % interval and smallest resolvable effect. ``finish`` Holm-adjusts the p-values of
-all of a claim's comparisons, per direction, and words each one. The rules: repro/report/README.md.
-"""
+"""One comparison inside a claim (lhs > rhs + margin, lhs <= rhs, lhs ~ rhs) at one scale, judged and in numbers."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -86,8 +80,7 @@ def _fmt(x: float) -> str:
 
 
 def decisive(c: Check) -> Test | None:
-    """The test a comparison's numbers are quoted from: its only one, or a curve's block with the largest
-    excess (the block closest to failing a bound or furthest past it)."""
+    """The test a comparison is quoted from: its only one, or a curve's block with the largest excess."""
     return max(c.tests, key=lambda t: t.effect) if c.tests else None
 
 
@@ -97,8 +90,7 @@ def p_sides(c: Check) -> tuple[str, str]:
 
 
 def numbers(c: Check, evidence: str = "training") -> str:
-    """A comparison in numbers: 'effect -1.98 (95 % CI -3.12 to -0.84), one-sided p 0.004 that it fails
-    (Holm), n 3/3, resolvable 2.09, paper +0.9'."""
+    """A comparison in numbers: 'effect -1.98 (95 % CI -3.12 to -0.84), one-sided p 0.004 that it fails ...'."""
     t = decisive(c)
     parts = [] if c.effect is None else [f"effect {c.effect:+.3g}"]
     if c.share and t:
@@ -158,14 +150,8 @@ def _binomial(cmp: Comparison, refs: tuple[Ref, Ref], scale: str | None) -> floa
     return max(ses) if ses and all(ses) else None
 
 
-def _at_chance(cmp: Comparison, ref: Ref, scale: str | None) -> Cell | None:
-    cell = _cell(cmp, ref, scale)
-    return cell if cell is not None and cell.at_chance else None
-
-
 def alternated(cmp: Comparison, refs, scale: str | None) -> bool:
-    """Every record behind these cells timed its models in >= MIN_ROUNDS alternated rounds in one
-    process (metric ``timing_rounds``), so machine load hit both sides alike."""
+    """Every record behind these cells timed >= MIN_ROUNDS alternated rounds, so load hit both sides alike."""
     recs = [rec for r in refs if r.const is None for rec, _ in cmp.runs(scale, r.table, r.row, r.column)]
     return bool(recs) and all(int(as_dict(rec.get("metrics")).get("timing_rounds") or 0) >= MIN_ROUNDS
                               for rec in recs)
@@ -178,8 +164,7 @@ def _few(a: list, b: list, rhs: Ref) -> bool:
 # ---------------------------------------------------------------- one comparison
 
 def check_pair(cmp: Comparison, claim: Claim, lhs: Ref, rhs: Ref, scale: str | None) -> Check:
-    """Judge one (lhs, rhs) comparison of a claim at one scale (before Holm: ``finish`` adjusts), keeping
-    the claim's margin and the two means it compared."""
+    """Judge one comparison of a claim at one scale (before Holm), with the claim's margin and both means."""
     a, b = _values(cmp, lhs, scale), _values(cmp, rhs, scale)
     c = _check_pair(cmp, claim, lhs, rhs, scale, a, b)
     c.margin = claim.margin if c.relation == ">" else 0.0
@@ -197,27 +182,31 @@ def _check_pair(cmp: Comparison, claim: Claim, lhs: Ref, rhs: Ref, scale: str | 
             return Check(lhs, rhs, claim.relation, INCONCLUSIVE,
                          f"training diverged for {', '.join(diverged)}: no final value to compare", "diverged")
         return Check(lhs, rhs, claim.relation, NOT_RUN, f"not measured: {', '.join(map(str, missing))}")
-    arrays = any(isinstance(v, list) for v in a + b)
     exact = claim.evidence == "theory" or (claim.evidence == "timing" and alternated(cmp, (lhs, rhs), scale))
     if claim.relation == "<=":
-        return _bound_exact(lhs, rhs, a, b) if exact else _bound_tested(claim, lhs, rhs, a, b)
+        try:
+            return _bound_exact(lhs, rhs, a, b) if exact else _bound_tested(claim, lhs, rhs, a, b)
+        except ValueError:  # ragged runs or shapes that do not broadcast
+            return Check(lhs, rhs, "<=", INVALID, f"shapes differ: measured {np.shape(a[0])} vs bound {np.shape(b[0])}",
+                         "bound")
     if claim.relation == "rate":
         return _rate(claim, lhs, rhs, a)
-    if arrays:
+    if any(isinstance(v, list) for v in a + b):
         return Check(lhs, rhs, claim.relation, INVALID, "per-layer arrays can only be checked against a bound")
     effect = float(np.mean(a) - np.mean(b)) - claim.margin
     if claim.relation == "~":
         verdict, statistic, method = _within(a, b, claim.tolerance, exact)
         return Check(lhs, rhs, claim.relation, verdict, statistic, method, effect,
                      n=(len(a), len(b)) if method == "lean" else None)
-    chance = [_at_chance(cmp, r, scale) for r in (lhs, rhs)]
+    chance = [c if c is not None and c.at_chance else None for c in (_cell(cmp, r, scale) for r in (lhs, rhs))]
     if not exact and chance[0] is not None and (chance[1] is not None or rhs.const is not None
                                                 and rhs.const <= chance[0].chance):
         return Check(lhs, rhs, claim.relation, NOT_TESTABLE,
                      f"both sides at chance ({_fmt(chance[0].mean)} vs {_fmt(float(np.mean(b)))}, chance "
                      f"{_fmt(chance[0].chance)}): neither learned anything to compare", "chance", effect)
     check = _greater(lhs, rhs, a, b, claim, exact, _binomial(cmp, (lhs, rhs), scale))
-    check.paper_effect = _paper_effect(cmp.paper, claim, lhs, rhs)
+    pa, pb = _paper_value(cmp.paper, lhs), _paper_value(cmp.paper, rhs)
+    check.paper_effect = None if pa is None or pb is None else pa - pb - claim.margin
     return check
 
 
@@ -250,13 +239,9 @@ def _lean(effect: float) -> str:
 
 def _bound_exact(lhs: Ref, rhs: Ref, a: list, b: list) -> Check:
     """A worst-case statement on exact values (theory, a bound evaluated per model): every seed, element."""
-    try:
-        bound = np.mean(np.asarray(b, dtype=float), axis=0)
-        excess = max(float(np.max(np.asarray(v, dtype=float) - bound)) for v in a)
-        worst = max(float(np.max(v)) for v in a)
-    except ValueError:  # ragged runs or shapes that do not broadcast
-        return Check(lhs, rhs, "<=", INVALID, f"shapes differ: measured {np.shape(a[0])} vs bound {np.shape(b[0])}",
-                     "bound")
+    bound = np.mean(np.asarray(b, dtype=float), axis=0)
+    excess = max(float(np.max(np.asarray(v, dtype=float) - bound)) for v in a)
+    worst = max(float(np.max(v)) for v in a)
     return Check(lhs, rhs, "<=", HOLDS if excess <= 0 else FAILS,
                  f"every seed and element checked (n={len(a)}): largest measured - bound = {excess:.4g} "
                  f"(largest measured {worst:.4g})", "bound", excess)
@@ -264,13 +249,9 @@ def _bound_exact(lhs: Ref, rhs: Ref, a: list, b: list) -> Check:
 
 def _bound_tested(claim: Claim, lhs: Ref, rhs: Ref, a: list, b: list) -> Check:
     """lhs <= rhs for stochastic runs: a one-sided test per element (per block of a curve) across seeds."""
-    try:
-        la, lb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-        if lb.shape[1:] != la.shape[1:]:
-            lb = np.broadcast_to(lb.reshape(len(b), *([1] * (la.ndim - 1))), (len(b), *la.shape[1:]))
-    except ValueError:
-        return Check(lhs, rhs, "<=", INVALID, f"shapes differ: measured {np.shape(a[0])} vs bound {np.shape(b[0])}",
-                     "bound")
+    la, lb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if lb.shape[1:] != la.shape[1:]:
+        lb = np.broadcast_to(lb.reshape(len(b), *([1] * (la.ndim - 1))), (len(b), *la.shape[1:]))
     if _few(a, b, rhs):  # no test: the largest excess of the mean curve over the bound, and which way it leans
         nb = "const" if rhs.const is not None else len(b)
         effect = float(np.max(la.mean(axis=0) - lb.mean(axis=0)))
@@ -315,8 +296,7 @@ def _within(a: list, b: list, tol: float | None, exact: bool = False) -> tuple[s
 # ---------------------------------------------------------------- Holm, then the words
 
 def finish(checks: list[Check], alpha: float) -> None:
-    """Holm across every tested comparison of a claim (each block of a curve counts), then each check's
-    verdict and statistic from the adjusted p-values."""
+    """Holm across every tested comparison of a claim, then each check's verdict and statistic."""
     adjust([t for c in checks for t in c.tests])
     for c in checks:
         if not c.tests:
@@ -376,11 +356,6 @@ def _paper_value(paper: Paper, ref: Ref) -> float | None:
         if a is not None and b is not None and a.reported and b.reported:
             return derive(col.derived["op"], a.value, b.value)
     return None
-
-
-def _paper_effect(paper: Paper, claim: Claim, lhs: Ref, rhs: Ref) -> float | None:
-    a, b = _paper_value(paper, lhs), _paper_value(paper, rhs)
-    return None if a is None or b is None else a - b - claim.margin
 
 
 def on_paper(paper: Paper, claim: Claim) -> str:

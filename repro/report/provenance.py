@@ -1,8 +1,4 @@
-"""What a report was built from, per scale: data, hardware, commit, versions (read from the records).
-
-Why: a number means little without the scale, data and machine it was measured at, so every report
-opens with this. Only the records' own ``config`` and ``provenance`` fields are read.
-"""
+"""What a report was built from, per scale: a number means little without its data, hardware and commit."""
 from __future__ import annotations
 
 from collections import Counter
@@ -12,6 +8,9 @@ from repro.functions import short_name
 
 DATASET_NAMES = {"cifar10_jpeg": "CIFAR-10 (JPEG q75)", "cifar10": "CIFAR-10", "cifar100": "CIFAR-100",
                  "imagenet": "ImageNet-1k"}  # how results on each dataset are labelled (data README)
+FAMILIES = {"deit": "DeiT", "convit": "ConViT", "cmhsa": "CMHSA", "augvit": "Aug-ViT", "vit": "ViT"}
+NORMS = {"post_ln": "Post-LN", "res_post_ln": "Res-Post-LN"}  # block norms named beside the family
+SHAPE = {"depth": "depth", "embed_dim": "width", "num_heads": "heads", "patch_size": "patch"}  # in a model's label
 
 
 def data_label(config: dict) -> str:
@@ -41,15 +40,8 @@ def percent(share: float) -> str:
     return f"{100 * share:.3g} %"
 
 
-FAMILIES = {"deit": "DeiT", "convit": "ConViT", "cmhsa": "CMHSA", "augvit": "Aug-ViT", "vit": "ViT"}
-
-
-NORMS = {"post_ln": "Post-LN", "res_post_ln": "Res-Post-LN"}  # block norms named beside the family
-
-
 def family(name: str, arch: dict) -> str:
-    """The family a model is, by what it builds rather than the class it was registered from: a DeiT with
-    augmented shortcuts is an Aug-ViT, one with GPSA layers a ConViT; a non-default block norm is named."""
+    """The family a model is by what it builds (a DeiT with GPSA layers is a ConViT), its block norm named."""
     stem = name.removeprefix("repro_").split("_")[0]
     out = FAMILIES.get(stem, stem)
     if stem == "deit" and (arch.get("aug_paths") or 0) > 0:
@@ -61,9 +53,7 @@ def family(name: str, arch: dict) -> str:
 
 
 def model_label(rec: dict, models: dict | None = None, params: float | None = None, note: str = "") -> str:
-    """A trained model named by what was measured, not by the paper's size name: 'ConViT, depth 6, 9 heads,
-    0.86M' (family from what the model builds, shape from its config or metrics, parameters counted; ``params``
-    a count made on another record of the same architecture, ``note`` how it was made)."""
+    """'ConViT, depth 6, 9 heads, 0.86M': a model by what was measured (``params``/``note``: counted elsewhere)."""
     config, metrics = as_dict(rec.get("config")), as_dict(rec.get("metrics"))
     name = str(as_dict(config.get("model")).get("name") or "")
     if not name:
@@ -97,8 +87,7 @@ def protocol_parts(rec: dict, models: dict | None = None) -> dict:
             return {"model": f"{source.get('table')}/{as_dict(source.get('cell')).get('row')}'s runs"}
         return {"model": short_name(config.get("probe") or "unspecified")}
     arch = _architecture(config, models)
-    shape = " ".join(f"{label} {arch[k]}" for k, label in (("depth", "depth"), ("embed_dim", "width"),
-                                                            ("num_heads", "heads"), ("patch_size", "patch")) if k in arch)
+    shape = " ".join(f"{label} {arch[k]}" for k, label in SHAPE.items() if k in arch)
     out = {"data": data_label(config), "model": str(model["name"]), "shape": shape, "label": model_label(rec, models),
            "fraction": fraction(config) or 1.0}
     params = as_dict(rec.get("metrics")).get("params")
@@ -114,8 +103,7 @@ def protocol_parts(rec: dict, models: dict | None = None) -> dict:
 
 
 def protocol_label(parts: list[dict]) -> str:
-    """Several runs' protocol_parts in one line: 'cifar10_jpeg (32 px); repro_deit_tiny_c32, repro_convit_tiny_c32
-    (depth 6 width 72 patch 4); 2-20 epochs'."""
+    """Several runs' protocol_parts in one line: 'cifar10_jpeg (32 px); repro_deit_tiny_c32 (...); 2-20 epochs'."""
     def joined(key: str) -> str:
         return ", ".join(sorted({str(p[key]) for p in parts if p.get(key)}))
     out = [joined("data"), joined("model") + (f" ({joined('shape')})" if joined("shape") else "")]
@@ -126,8 +114,7 @@ def protocol_label(parts: list[dict]) -> str:
 
 
 def hardware_label(prov: dict) -> str:
-    """Device and world size, e.g. 'NVIDIA H100 80GB HBM3 x8' or 'cpu (x86_64, 2 threads)'; a run resumed on
-    another device names each in turn: 'cpu, then NVIDIA H200 from epoch 6'."""
+    """'NVIDIA H100 80GB HBM3 x8', 'cpu (x86_64, 2 threads)', or 'cpu, then NVIDIA H200 from epoch 6'."""
     trail = prov.get("devices")
     if isinstance(trail, list) and len(trail) > 1 and all(isinstance(t, dict) for t in trail):
         later = [f"{t.get('device')} from epoch {int(t.get('from_epoch') or 0) + 1}" for t in trail[1:]]
@@ -171,17 +158,11 @@ def describe(records: list[dict], scales: list[str]) -> list[dict]:
         starts = sorted(str(p["start_time"]) for p in provs if p.get("start_time"))
         period = "unknown" if not starts else starts[0] if starts[0] == starts[-1] else f"{starts[0]} .. {starts[-1]}"
         wall = [float(p[k]) for p in provs for k in ("wall_s", "wall_seconds") if isinstance(p.get(k), (int, float))]
-        out.append({
-            "scale": scale,
-            "runs": len(recs),
-            "status": dict(status),
-            "data": _counted(Counter(data_label(as_dict(r.get("config"))) for r in recs)),
-            "hardware": _counted(Counter(hardware_label(p) for p in provs)),
-            "commits": _counted(Counter(commit_label(p) for p in provs)),
-            "versions": _counted(versions),
-            "period": period,
-            "compute_hours": round(sum(wall) / 3600, 2) if wall else None,
-        })
+        out.append({"scale": scale, "runs": len(recs), "status": dict(status),
+                    "data": _counted(Counter(data_label(as_dict(r.get("config"))) for r in recs)),
+                    "hardware": _counted(Counter(hardware_label(p) for p in provs)),
+                    "commits": _counted(Counter(commit_label(p) for p in provs)), "versions": _counted(versions),
+                    "period": period, "compute_hours": round(sum(wall) / 3600, 2) if wall else None})
     return out
 
 
@@ -197,8 +178,7 @@ def _joined(values) -> str:
 
 
 def _architecture(config: dict, models: dict | None) -> dict:
-    """The model's constructor arguments after its kwargs, from the plan's ``models`` (registered name ->
-    arguments; the report builds no model); a model the plans do not name: the kwargs the run set."""
+    """The model's constructor arguments from the plans' ``models`` under its kwargs (the report builds none)."""
     model, models = as_dict(config.get("model")), models or {}
     kwargs, name = as_dict(model.get("kwargs")), str(model.get("name"))
     if name not in models and kwargs.get("base") in models:  # a paper's wrapper around a registered model
@@ -221,17 +201,13 @@ def _seeds(records: list[dict]) -> str:
 
 
 def setting(records: list[dict], models: dict | None = None) -> str:
-    """One scale's training in words a reader cannot miss: 'depth 6, width 96/108, 6/9 heads, patch 4
-    (0.68M-0.9M params); 10 epochs at full data (x 1/f on a fraction f); CIFAR-10 (JPEG q75) (32 px); 3 seeds'.
-    Why: a training verdict is a statement about this setting, so every verdict carries it. A scale with
-    probes alone (e.g. a campaign not started) says so, with its seeds per cell."""
+    """One scale's training in words ('depth 6, width 96/108, ...; 10 epochs; CIFAR-10; 3 seeds') or 'probes only'."""
     train = [r for r in records if r.get("kind", "train") == "train" and as_dict(r.get("config")).get("model")]
     if not train:
         return f"probes only (no training); {_seeds(records)}" if records else "probes only (no training)"
     configs = [as_dict(r.get("config")) for r in train]
     arch = [_architecture(c, models) for c in configs]
-    shape = ", ".join(f"{label} {_joined(a.get(k) for a in arch)}" for k, label in
-                      (("depth", "depth"), ("embed_dim", "width"), ("num_heads", "heads"), ("patch_size", "patch"))
+    shape = ", ".join(f"{label} {_joined(a.get(k) for a in arch)}" for k, label in SHAPE.items()
                       if any(a.get(k) is not None for a in arch))
     params = _params(train)
     recipe = [as_dict(c.get("recipe")) for c in configs]

@@ -1,11 +1,4 @@
-"""The results sections of README.md and papers/<id>/README.md, generated from summary.json and the records.
-
-Why: prose that repeats a number drifts from the report that measures it. Each README keeps its protocol and
-reasoning by hand and a marked block that ``make report`` rewrites: the claims' verdicts with effect and 95 %
-interval per scale, the setting, and each scale's cost, stated once (the summed ``provenance.wall_s`` of the
-scale's records: every run's wall time including evaluation and resumes, each run once, whatever cells it
-fills). Text outside the markers is never touched; a hand edit inside them is overwritten.
-"""
+"""The READMEs' results blocks, generated from summary.json: prose that repeats a number drifts from the report."""
 from __future__ import annotations
 
 import json
@@ -36,10 +29,9 @@ def update(path: Path, block: str) -> bool:
     """Rewrite ``path``'s block atomically; False (nothing written) when it is already current."""
     text = path.read_text(encoding="utf-8")
     new = splice(text, block, path)
-    if new == text:
-        return False
-    atomic_write_bytes(path, new.encode("utf-8"))
-    return True
+    if new != text:
+        atomic_write_bytes(path, new.encode("utf-8"))
+    return new != text
 
 
 def signed(x) -> str:
@@ -48,8 +40,7 @@ def signed(x) -> str:
 
 
 def effect(row: dict) -> str:
-    """'+4.01 [+2.1, +5.92] %': the deciding comparison's effect and 95 % interval in the claim's direction, as
-    the first screen quotes it."""
+    """'+4.01 [+2.1, +5.92] %': the deciding effect and 95 % interval in the claim's direction."""
     d = row["toward"]
     ci = d.get("ci")
     return signed(d.get("effect")) + (f" [{signed(ci[0])}, {signed(ci[1])}]" if ci else "") + (
@@ -99,9 +90,7 @@ def theory(t: dict) -> str:
 
 
 def paper_block(summary: dict, cost: dict[str, str]) -> str:
-    """The paper README's results, cut from the first screen's rows in summary.json: per scale its cost, each
-    training claim's deciding comparison (ours beside the paper's effect, in its own runs' setting), the
-    preconditions met / not met, theory with its fails named."""
+    """A paper README's results, cut from the first screen: per scale its cost, claims, preconditions, theory."""
     pid, screen = summary["paper"], {b["scale"]: b for b in summary.get("first_screen") or []}
     lines = ["## Results", "",
              f"Cut from the first screen of [REPORT.md](../../results/{pid}/REPORT.md): each claim's deciding "
@@ -122,8 +111,7 @@ def paper_block(summary: dict, cost: dict[str, str]) -> str:
 
 
 def index_block(summaries: list[dict], cost: dict[str, dict[str, str]]) -> str:
-    """README.md's results table, cut from each summary's tallies: per paper and scale the paper's training
-    claims, cited ones and ours counted apart, theory with its fails named, preconditions met, the cost."""
+    """README.md's results table, cut from each summary's tallies: per paper and scale, counts and cost."""
     lines = ["| paper | scale | the paper's training claims | cited | ours | theory | preconditions | cost |",
              "|---|---|---|---|---|---|---|---|"]
     for s in summaries:
@@ -138,11 +126,7 @@ def index_block(summaries: list[dict], cost: dict[str, dict[str, str]]) -> str:
 
 
 def write_readmes(papers_dir: Path, results_dir: Path, only: list[str] | None = None) -> list[Path]:
-    """Regenerate the blocks of the given papers' READMEs (default all) and of README.md beside papers/.
-
-    Only when ``results_dir`` is the ``results/`` beside ``papers/`` (a report built elsewhere does not
-    describe these READMEs). A paper without a README or a built summary.json is skipped; a README without
-    markers raises MissingMarkers naming it. Returns the files that changed."""
+    """Regenerate the READMEs' blocks when results/ is the one beside papers/; returns the files changed."""
     papers_dir, results_dir = Path(papers_dir), Path(results_dir)
     if results_dir.resolve() != (papers_dir.parent / "results").resolve():
         return []

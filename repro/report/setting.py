@@ -1,17 +1,11 @@
-"""The setting a number was measured in, per run: image size, trained or at initialisation, model family and
-size, data and the share of it, epochs and device.
-
-Why per run: a claim's effect is quoted from one comparison, and the setting beside it must be that
-comparison's runs', not its scale's (a probe of a 224-px Aug-ViT-S at initialisation is no 32-px, 20-epoch
-training). A probe that counts no parameters borrows the count of the same architecture from the record that
-counted it, naming the class head that count was made with when it differs from the probe's own.
-"""
+"""A number's setting per run, and a row's at its scale: an effect is quoted from its comparison's own runs."""
 from __future__ import annotations
 
 import json
 
 from repro.report.provenance import (DATASET_NAMES, _architecture, _joined, as_dict, family, fraction, model_label,
                                       params_text, percent)
+from repro.paper import Table
 
 NOT_SHAPE = ("num_classes", "drop_rate", "drop_path_rate", "attn_drop_rate", "proj_drop_rate")  # no weight count
 
@@ -80,8 +74,7 @@ def run_setting(rec: dict, models: dict | None = None, counted: dict | None = No
 
 
 def joined(runs: list[dict]) -> dict:
-    """Several runs' settings in one: each fact's distinct values, 'pooled' where they ran on several devices,
-    and ``text``, the line shown beside a number ('224 px · at init · Aug-ViT, depth 12, 6 heads, 22.1M · ...')."""
+    """Several runs' settings in one: each fact's distinct values, 'pooled' devices, ``text`` and ``short`` lines."""
     def values(key: str) -> list:
         return sorted({r[key] for r in runs if r.get(key) is not None}, key=str)
     sizes, states, devices = values("img_size"), values("state"), values("device")
@@ -101,3 +94,23 @@ def joined(runs: list[dict]) -> dict:
              share if share != "all" else "", "pooled hardware" if out["pooled"] else ""]
     out["short"] = ", ".join(p for p in ["/".join(f"{s} px" for s in sizes), *brief] if p)
     return out
+
+
+def measured_row(table: Table, row: str, scale: str | None, index) -> str:
+    """What a table row measured where the scale's models change it ("k = 5 of 5 GPSA" for the paper's "k = 10"),
+    formatted from each record's metrics by the table's ``measured_label`` (empty without one)."""
+    if not table.measured_label:
+        return ""
+    texts = set()
+    for col in table.columns:
+        for rec, _ in index.get((scale, table.id, row, col.key), []):
+            try:
+                texts.add(table.measured_label.format(**as_dict(rec.get("metrics"))))
+            except (KeyError, IndexError, ValueError, AttributeError):  # a record without those metrics
+                continue
+    return " / ".join(sorted(texts))
+
+
+def with_measured(label: str, measured: str) -> str:
+    """'k = 10 (ours: k = 5 of 5 GPSA)'; the paper's label alone where ours says the same."""
+    return f"{label} (ours: {measured})" if measured and measured != label else label

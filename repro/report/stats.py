@@ -1,8 +1,4 @@
-"""The statistics behind a verdict: one-sided tests across seeds, 95 % intervals, Holm, resolvable effects.
-
-Why here and not in claims.py: the verdict rules (repro/report/README.md) decide what a result means;
-this module only computes numbers, each from scipy.stats, so both can be read and tested apart.
-"""
+"""The numbers behind a verdict (scipy.stats), apart from the rules that read them, so each is tested alone."""
 from __future__ import annotations
 
 import math
@@ -38,19 +34,15 @@ def flat(values) -> bool:
 
 def resolvable_effect(a: list, b: list, rhs_const: bool, alpha: float,
                       binomial: float | None = None) -> tuple[float | None, str]:
-    """The smallest lhs - rhs a one-sided test at ``alpha`` detects with 80 % power, and its basis.
-
-    From the seed spread when both sides have >= 2 seeds (Welch's standard error and degrees of
-    freedom); else from ``binomial``, the standard error of one run's accuracy on its test set (a lower
-    bound: seed-to-seed noise adds to it); else unknown.
-    """
+    """The smallest lhs - rhs a one-sided test detects at 80 % power, from the seed spread or else ``binomial``."""
     na, nb = len(a), len(b)
     va = float(np.var(a, ddof=1)) if na >= 2 else None
     vb = 0.0 if rhs_const else (float(np.var(b, ddof=1)) if nb >= 2 else None)
     if va is not None and vb is not None and va + vb > 0:
-        se, df = _welch_se_df(va / na, 0.0 if rhs_const else vb / nb, na, nb)
+        qa, qb = va / na, 0.0 if rhs_const else vb / nb  # Welch's standard error and Welch-Satterthwaite df
+        df = (qa + qb) ** 2 / ((qa ** 2 / (na - 1) if qa else 0.0) + (qb ** 2 / (nb - 1) if qb else 0.0))
         t = stats.t.ppf(1 - alpha, df) + stats.t.ppf(POWER, df)
-        return float(t * se), f"seed spread, n={na} vs {'const' if rhs_const else nb}"
+        return float(t * math.sqrt(qa + qb)), f"seed spread, n={na} vs {'const' if rhs_const else nb}"
     if binomial:
         se = binomial * math.sqrt(1 / na + (0.0 if rhs_const else 1 / nb))
         z = stats.norm.ppf(1 - alpha) + stats.norm.ppf(POWER)
@@ -58,16 +50,9 @@ def resolvable_effect(a: list, b: list, rhs_const: bool, alpha: float,
     return None, "unknown: one run per side and no test-set noise model"
 
 
-def _welch_se_df(qa: float, qb: float, na: int, nb: int) -> tuple[float, float]:
-    """Welch's standard error of a difference of means and its Welch-Satterthwaite degrees of freedom."""
-    df = (qa + qb) ** 2 / ((qa ** 2 / (na - 1) if qa else 0.0) + (qb ** 2 / (nb - 1) if qb else 0.0))
-    return math.sqrt(qa + qb), df
-
-
 def compare_means(a: list, b: list, rhs_const: bool, alpha: float, margin: float = 0.0,
                   binomial: float | None = None) -> Test:
-    """lhs - rhs > margin across seeds (scipy.stats): Welch's t when both sides spread, a one-sample t
-    when one side is flat (a number, or a gate at its init), exact values when neither spreads."""
+    """lhs - rhs > margin across seeds: Welch's t, a one-sample t where one side is flat, exact where both are."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     ma, mb = float(np.mean(a)), float(np.mean(b))
     n = (len(a), "const" if rhs_const else len(b))
@@ -88,9 +73,7 @@ def compare_means(a: list, b: list, rhs_const: bool, alpha: float, margin: float
 
 
 def rate_test(values: list, bound: float, rate: float, alpha: float) -> Test:
-    """The share of runs ending at or below ``bound`` exceeds ``rate``: an exact binomial test (scipy.stats),
-    for outcomes that are all-or-nothing (a run stuck at chance or escaping it), where a mean over a few
-    seeds says little. Effect and interval (Clopper-Pearson) are the share minus ``rate``."""
+    """The share of runs at or below ``bound`` exceeds ``rate``: an exact binomial test, for all-or-nothing outcomes."""
     n, k = len(values), int(sum(float(v) <= bound for v in values))
     lo, hi = stats.binomtest(k, n, rate).proportion_ci(0.95, method="exact")
     # The smallest share above ``rate`` that n runs would show at one-sided ``alpha``.
@@ -104,13 +87,10 @@ def rate_test(values: list, bound: float, rate: float, alpha: float) -> Test:
 
 def holm(pvalues: list[float]) -> list[float]:
     """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1), in the input order."""
-    m = len(pvalues)
-    order = sorted(range(m), key=lambda i: pvalues[i])
-    out, running = [0.0] * m, 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * pvalues[i]))
-        out[i] = running
-    return out
+    p = np.asarray(pvalues, dtype=float)
+    order = np.argsort(p, kind="stable")
+    adjusted = np.maximum.accumulate(np.minimum(1.0, (len(p) - np.arange(len(p))) * p[order]))
+    return adjusted[np.argsort(order)].tolist()
 
 
 def adjust(tests: list[Test]) -> None:

@@ -1,9 +1,4 @@
-"""A verdict as numbers (summary.json, claims.csv): effect, 95 % interval, one-sided p raw and Holm-adjusted,
-n per side, the smallest resolvable effect, preconditions with their measured values, evidence kind.
-
-Why numbers and not prose: a reader who quotes a verdict, or a script that collects them across papers,
-needs the values the statistic text is written from.
-"""
+"""A verdict as numbers for summary.json, for readers and scripts that quote or collect verdicts."""
 from __future__ import annotations
 
 from repro.report.pairwise import Check, Verdict, decisive, p_sides, said
@@ -40,8 +35,7 @@ def resolvability(v: Verdict) -> str:
 
 
 def claim_entry(v: Verdict, settings: dict[str, str] | None = None) -> dict:
-    """A claim's (or precondition's) verdict at one scale, with the setting it was reached in and every number
-    behind it."""
+    """A claim's (or precondition's) verdict at one scale, with its setting and every number behind it."""
     return {"id": v.claim.id, "scale": v.scale, "setting": (settings or {}).get(v.scale or "", ""), "kind": kind(v), "evidence": v.claim.evidence,
             "reading": v.claim.reading, "verdict": said(v.verdict, v.claim.evidence), "label": v.label,
             "result": v.result or None,

@@ -1,12 +1,7 @@
-"""Counts of verdicts, kept apart by kind of evidence, and the "did it reproduce?" headline per scale.
-
-Why apart: a mathematical inequality that holds (it can only fail by a bug), a precondition, a stricter
-reading of ours and another paper's claim are not evidence that *this* paper's training claims
-reproduce. Only the paper's own training claims make the headline's count; the rest are listed beside it.
-"""
+"""Verdict counts by kind of evidence: only the paper's own training claims make the "did it reproduce?" count."""
 from __future__ import annotations
 
-from repro.report.cells import Cell, Comparison
+from repro.report.cells import Comparison
 from repro.report.pairwise import (FAILS, HOLDS, INCONCLUSIVE, NOT_DESIGNED, NOT_RESOLVABLE, NOT_RUN,
                                       NOT_TESTABLE, OUTSIDE, SMOKE, JUDGED, Verdict, _cell, said)
 from repro.report.provenance import as_dict, data_label
@@ -36,8 +31,7 @@ def tally(verdicts: list[Verdict]) -> dict[str, dict[str, dict[str, int]]]:
 
 def headline(cmp: Comparison, verdicts: list[Verdict], preconditions: list[Verdict] = (),
              settings: dict[str, str] | None = None) -> list[dict]:
-    """"Did it reproduce?" per scale with records: the paper's own training claims by verdict (of those
-    the scale is designed for), and every other kind counted apart, with the data and seeds behind them."""
+    """"Did it reproduce?" per scale: the paper's designed training claims by verdict, other kinds apart."""
     out = []
     for scale in cmp.scales:
         at = [v for v in verdicts if v.scale == scale]
@@ -55,7 +49,8 @@ def headline(cmp: Comparison, verdicts: list[Verdict], preconditions: list[Verdi
             h[k] = {"total": len(group), "hold": count(group, HOLDS), "fail": count(group, FAILS),
                     "other": len(group) - count(group, HOLDS) - count(group, FAILS)}
         h["theory_total"], h["theory_hold"] = h["theory"]["total"], h["theory"]["hold"]
-        h["seeds"] = sorted({len(c.measured.values) for v in aimed for ch in v.checks for c in _cells(cmp, ch, scale)})
+        cells = [_cell(cmp, r, scale) for v in aimed for ch in v.checks for r in (ch.lhs, ch.rhs)]
+        h["seeds"] = sorted({len(c.measured.values) for c in cells if c is not None})
         configs = [as_dict(r.get("config")) for r in cmp.records if r.get("scale") == scale]
         h["data"] = sorted({data_label(c) for c in configs if as_dict(c.get("data"))})
         h["setting"] = (settings or {}).get(scale, "")
@@ -64,8 +59,7 @@ def headline(cmp: Comparison, verdicts: list[Verdict], preconditions: list[Verdi
 
 
 def headline_text(h: dict) -> str:
-    """One line: 'cpu: the paper's training claims: 2 hold, 3 fail, 4 outside the paper's regime ... of 12
-    designed for cpu (17 in all); theory: 4 of 4 hold; preconditions: 1 of 3 met; ...'."""
+    """One line: 'cpu: the paper's training claims: 2 hold, 3 fail ... (of 12 designed for cpu; 17 in all); ...'."""
     if is_smoke(h["scale"]):
         train = f"{h['training_total']} training claims not judged (smoke scale)"
     elif not h["training_designed"]:
@@ -92,6 +86,3 @@ def headline_text(h: dict) -> str:
     data = "" if h.get("setting") else "; ".join(h["data"])  # the setting names the data
     return f"{where}: " + "; ".join(x for x in (train, *others, data, seeds) if x)
 
-
-def _cells(cmp: Comparison, check, scale: str) -> list[Cell]:
-    return [c for c in (_cell(cmp, r, scale) for r in (check.lhs, check.rhs)) if c is not None]
