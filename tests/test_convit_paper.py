@@ -12,7 +12,7 @@ from repro import records
 from repro.plan.build import plan
 from repro.run.specs import select
 from repro.run.sources import InitError, load
-from repro.runs import RunSpec, pointer, pointer_source, resolve, run_dir
+from repro.runs import RunSpec, pointer, pointer_source, resolve, run_dir, source_spec
 from repro.paper import load_paper
 from repro.train import ddp
 from repro.train.engine import Runtime
@@ -160,15 +160,15 @@ def test_pointer_probes_the_source_run(tmp_path, monkeypatch):
     mask = resolve(pointer(src, "table6", {"row": "k3", "columns": {"mask_none": "top1_none"}}, "convit",
                                  probe="convit.table6_run", args={"k": 1, "k_paper": 3}), base)
     src = resolve(src, base)
-    assert pointer_source(mask.config).run_id == src.run_id and load(src) is None
+    assert pointer_source(mask.config).run_id == src.run_id and source_spec(src) is None
     rt = Runtime(dist=ddp.setup("cpu"), progress=False)
     with pytest.raises(InitError, match=r"has not run yet: run `python -m repro reproduce paper=convit "
                                         r"scale=tiny tables=table2` first"):
-        load(mask)
+        load(pointer_source(mask.config))
     assert not list((tmp_path / "results").rglob("*.json")) and not run_dir(src).exists()
     execute(src, rt)                          # what the scheduler does first (the plan's dependency)
     source = records.read_record(records.record_path("convit", "tiny", src.run_id))
-    loaded = load(mask)
+    loaded = load(pointer_source(mask.config))
     assert loaded.spec.run_id == src.run_id and loaded.record == source
     final = torch.load(run_dir(src) / "last.pt", weights_only=True)["model"]
     assert loaded.weights.keys() == final.keys() and all(torch.equal(loaded.weights[k], final[k]) for k in final)
@@ -178,7 +178,7 @@ def test_pointer_probes_the_source_run(tmp_path, monkeypatch):
     assert masked["source_run_id"] == src.run_id
     (run_dir(src) / "last.pt").unlink()
     with pytest.raises(InitError, match=r"is gone .*delete .*tables=table2` to retrain it"):
-        load(mask)
+        load(pointer_source(mask.config))
     assert not (run_dir(src) / "last.pt").exists()
 
 

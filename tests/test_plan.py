@@ -184,3 +184,21 @@ def test_a_jobs_child_refuses_a_plan_rewritten_after_its_parent_wrote_it(tmp_pat
     assert child.main([str(config), str(plan_file), "0", "0", "f" * len(digest)]) == 2
     err = capsys.readouterr().err.strip()
     assert "rewritten by another command" in err and "\n" not in err
+
+
+def test_the_run_stage_takes_each_runs_dependency_from_the_plan():
+    """What a run starts from or reads is plan.json's ``depends_on``, as the plan holds that run (its stored
+    config), not worked out again from the dependent's config: a plan whose edge names another run hands that one."""
+    from repro.run.specs import sources_of
+
+    doc = store.read_plan("cmhsa", "cpu", RESULTS)
+    deps = sources_of(doc)
+    edges = {r["run_id"]: d for r in doc["runs"] for d in r["depends_on"].values()}
+    assert deps and {k: v.run_id for k, v in deps.items()} == edges
+    by_id = {r["run_id"]: r for r in doc["runs"]}
+    assert all(by_id[s.run_id]["config"] == s.config for s in deps.values())
+    phase2 = next(r for r in doc["runs"] if r["run_id"].startswith("table1-cmhsa5-phase2-s0"))
+    assert deps[phase2["run_id"]].run_id.startswith("two_phase-cmhsa5-phase1-s0")
+    other = next(r["run_id"] for r in doc["runs"] if r["run_id"].startswith("two_phase-cmhsa3-phase1-s0"))
+    phase2["depends_on"] = {"init": other}
+    assert sources_of(doc)[phase2["run_id"]].run_id == other

@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 from repro import records
 from repro.cli import main
 from repro.run.sources import InitError, load
-from repro.runs import ConfigError, RunSpec, pointer, resolve, run_dir, source_spec, with_sources
+from repro.runs import ConfigError, RunSpec, pointer, pointer_source, resolve, run_dir, source_spec, with_sources
 from repro.train.engine import Runtime, train
 
 from conftest import REPO, build_specs, fast_args, write_paper
@@ -176,8 +176,8 @@ def test_dependent_resumes_without_its_source_and_refuses_unusable_sources(two_p
                                               "recipe": {"batch_size": 8}})
     first_rec = records.record_path(pid, "tiny", first.run_id, d["results"])
     second_rec = records.record_path(pid, "tiny", second.run_id, d["results"])
-    assert first_rec.exists() and second_rec.exists() and load(first) is None
-    source = load(second)
+    assert first_rec.exists() and second_rec.exists() and source_spec(first) is None
+    source = load(source_spec(second))
     assert source.spec.run_id == first.run_id and source.record == json.loads(first_rec.read_text())
     final = _state(d, first)
     assert source.weights.keys() == final.keys() and all(torch.equal(v, final[k]) for k, v in source.weights.items())
@@ -185,8 +185,8 @@ def test_dependent_resumes_without_its_source_and_refuses_unusable_sources(two_p
     # final model gone: the error says what to delete and rerun
     (run_dir(first) / "last.pt").unlink()
     with pytest.raises(InitError, match=r"is gone .*delete .*python -m repro reproduce"):
-        load(second)
-    assert load(second, resuming=True).weights is None
+        load(source_spec(second))
+    assert load(source_spec(second), resuming=True).weights is None
     # the dependent's own checkpoint is complete: a rerun without its record resumes, needing no source weights
     second_rec.unlink()
     assert main(["reproduce", *args]) == 0
@@ -196,11 +196,11 @@ def test_dependent_resumes_without_its_source_and_refuses_unusable_sources(two_p
     rec = json.loads(first_rec.read_text())
     first_rec.write_text(json.dumps({**rec, "status": "diverged"}))
     with pytest.raises(InitError, match="is diverged"):
-        load(second, resuming=True)
+        load(source_spec(second), resuming=True)
     first_rec.unlink()
     with pytest.raises(InitError, match=rf"has not run yet: run `python -m repro reproduce paper={pid} scale=tiny "
                                         rf"tables=t1` first"):
-        load(second)
+        load(source_spec(second))
 
 
 def test_a_pointer_at_a_probe_run_gets_its_record_and_no_model(two_phase):
@@ -209,11 +209,11 @@ def test_a_pointer_at_a_probe_run_gets_its_record_and_no_model(two_phase):
     src = RunSpec(pid, "t1", {"row": "p", "columns": {"m": "m"}}, "tiny", kind="probe", config={"probe": "x.y"})
     reader = pointer(src, "t2", {"row": "q", "columns": {}}, "reader", probe="x.z")
     with pytest.raises(InitError, match=rf"source run {src.run_id} has not run yet"):
-        load(reader)
+        load(pointer_source(reader.config))
     records.write_record({"run_id": src.run_id, "paper": pid, "table": "t1", "cell": src.cell, "scale": "tiny",
                           "seed": 0, "kind": "probe", "status": "finished", "metrics": {"m": 1.0},
                           "config": src.config, "provenance": {}})
-    loaded = load(reader)
+    loaded = load(pointer_source(reader.config))
     assert loaded.spec.run_id == src.run_id and loaded.record["metrics"] == {"m": 1.0} and loaded.weights is None
 
 

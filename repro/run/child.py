@@ -14,8 +14,9 @@ from .specs import select
 
 def run_group(c: dict, plan: Path, group: int, digest: str) -> int:
     """The plan's runs of ``group`` among those the command means, in order here (the plan still its parent's)."""
-    specs = select(c, plan_written(plan, digest), group)
-    return in_this_process(c, specs, {s.run_id: record_status(s) for s in specs})
+    doc = plan_written(plan, digest)
+    specs = select(c, doc, group)
+    return in_this_process(c, specs, {s.run_id: record_status(s) for s in specs}, doc)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,7 @@ from .parallel import parallel
 from .progress import failures_line, prefixed
 from .runtime import nproc, runtime
 from .sequential import run_specs
-from .specs import check_records, select, to_train, validate
+from .specs import check_records, select, sources_of, to_train, validate
 
 
 def check(c: dict, doc: dict) -> list[str]:
@@ -60,11 +60,11 @@ def reproduce(c: dict, plan: Path, task: list[str], digest: str | None = None) -
     if processes > 1 and not ddp.in_torchrun():  # torchrun starts this command again, once per rank, on this plan
         own = ("command", "plan")
         return ddp.relaunch(processes, ["reproduce", *[o for o in task if o.split("=")[0] not in own], f"plan={plan}"])
-    return in_this_process(c, specs, status)
+    return in_this_process(c, specs, status, doc)
 
 
-def in_this_process(c: dict, specs: list, status: dict) -> int:
-    """The runs in order here (every torchrun rank the same)."""
+def in_this_process(c: dict, specs: list, status: dict, doc: dict) -> int:
+    """The runs in order here (every torchrun rank the same), each given what it depends on from the plan ``doc``."""
     d = ddp.setup(c["runtime"]["device"])
     status = ddp.from_main(status, d)  # every rank skips and runs the same runs
     rt = runtime(c, d)
@@ -77,7 +77,7 @@ def in_this_process(c: dict, specs: list, status: dict) -> int:
     if done and not c.get("force"):
         say(f"  runs with a record (e.g. the committed results) are skipped; to measure them again use force=true "
             f"(FORCE=1 with make), or a fresh folder: REPRO_RESULTS_DIR=<dir> (now {records.results_root()})")
-    failures = run_specs(specs, status, bool(c.get("force")), rt, d, say)
+    failures = run_specs(specs, status, bool(c.get("force")), rt, d, say, sources_of(doc))
     ddp.teardown()
     if failures:
         raise RunsFailed(failures_line(failures))

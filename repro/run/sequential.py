@@ -22,8 +22,10 @@ from .specs import to_train
 BAD_INPUT = (ConfigError, DataError, FractionError, records.RecordError, CheckpointError)
 
 
-def run_specs(specs: list[RunSpec], status: dict, force: bool, rt: Runtime, d, say) -> list[RunSpec]:
-    """Run, in order, each spec without a record (all with ``force``); returns those that crashed (recorded failed)."""
+def run_specs(specs: list[RunSpec], status: dict, force: bool, rt: Runtime, d, say,
+              deps: dict[str, RunSpec]) -> list[RunSpec]:
+    """Run, in order, each spec without a record (all with ``force``), ``deps``: the run each depends on
+    (``specs.sources_of``); returns those that crashed (recorded failed)."""
     todo = to_train(specs, status, force)  # what this command will run
     took: list[float] = []  # wall seconds of each run this command executed
     failures: list[RunSpec] = []
@@ -42,15 +44,16 @@ def run_specs(specs: list[RunSpec], status: dict, force: bool, rt: Runtime, d, s
                 say(f"{tag} skip {s.run_id}: {held_by(s)}")
                 continue
             t0 = time.monotonic()
-            rec = run_one(s, tag, rt, say, force, eta(took, len(todo) - len(took)))
+            rec = run_one(s, tag, rt, say, force, eta(took, len(todo) - len(took)), deps.get(s.run_id))
             took.append(time.monotonic() - t0)
         if rec is None:
             failures.append(s)
     return failures
 
 
-def run_one(s: RunSpec, tag: str, rt: Runtime, say, force: bool, progress: str = "") -> dict | None:
-    """Run one spec under its lock; None when it crashed (recorded as failed, the others go on)."""
+def run_one(s: RunSpec, tag: str, rt: Runtime, say, force: bool, progress: str = "",
+            dep: RunSpec | None = None) -> dict | None:
+    """Run one spec (``dep``: the run it depends on) under its lock; None when it crashed (recorded as failed)."""
     st = ddp.from_main(record_status(s), rt.dist)  # again, under the lock: another process may have finished it
     if st in DONE and not force:
         say(f"{tag} skip {s.run_id} ({st}, finished by another process)")
@@ -62,7 +65,7 @@ def run_one(s: RunSpec, tag: str, rt: Runtime, say, force: bool, progress: str =
     say(f"{tag} {'resume' if resume else 'run'} {s.run_id} ({s.kind} {s.table}/{s.cell['row']} "
         f"seed {s.seed}){'; ' + progress if progress else ''}", flush=True)
     try:
-        rec = execute(s, rt, source=sources.load(s, resume))  # a source it cannot use: recorded as failed
+        rec = execute(s, rt, source=sources.load(dep, resume))  # a source it cannot use: recorded as failed
     except BAD_INPUT:
         raise
     except Exception as e:  # a crash in one run is recorded; the other runs go on

@@ -4,7 +4,7 @@ record and the final weights of its ``last.pt``. Sources run first, so an unusab
 from __future__ import annotations
 
 from .. import records
-from ..runs import RunSpec, Source, final_checkpoint, pointer_source, source_spec
+from ..runs import RunSpec, Source, final_checkpoint
 from ..train import checkpoint
 
 
@@ -12,10 +12,9 @@ class InitError(RuntimeError):
     """A source run whose final model cannot be used (not run, not finished, checkpoint gone)."""
 
 
-def load(spec: RunSpec, resuming: bool = False) -> Source | None:
-    """What ``spec`` depends on (None: nothing), as the engine (``init``) or its probe function (``source``)
-    receives it; ``resuming``: a start-from run resumes its own checkpoint, so needs no weights."""
-    source = pointer_source(spec.config) if spec.kind == "probe" else source_spec(spec)
+def load(source: RunSpec | None, resuming: bool = False) -> Source | None:
+    """The run a run depends on (``specs.sources_of``; None: nothing), as the engine (``init``) or its probe
+    function (``source``) receives it; ``resuming``: a start-from run resumes its own checkpoint, so needs no weights."""
     if source is None:
         return None
     trained = source.kind == "train" and not resuming  # a probe run has no model; a resumed run holds its own

@@ -29,6 +29,12 @@ def planned_specs(doc: dict) -> list[RunSpec]:
     return out
 
 
+def sources_of(doc: dict) -> dict[str, RunSpec]:
+    """Run id -> the run it starts from or reads (plan.json's ``depends_on``: at most one), as the plan holds it."""
+    spec = {s.run_id: s for s in planned_specs(doc)}
+    return {r["run_id"]: spec[i] for r in doc["runs"] for i in r["depends_on"].values()}
+
+
 def select(c: dict, doc: dict, group: int | None = None) -> list[RunSpec]:
     """The plan's runs one command means: its tables (``tables=``: their runs and the runs that fill their cells)
     and runs (``runs=``, ids or prefixes), with every run they start from or read (the plan's ``depends_on``),
