@@ -1,4 +1,7 @@
-"""One comparison inside a claim (lhs > rhs + margin, lhs <= rhs, lhs ~ rhs) at one scale, judged and in numbers."""
+"""One comparison inside a claim (lhs > rhs + margin, lhs <= rhs, lhs ~ rhs) at one scale, judged and in numbers.
+
+Exact values are compared directly, seeds by a one-sided Welch test (one-sample against a flat side), a curve
+element by element; ``finish`` Holm-adjusts a claim's p-values per direction (the rules: README.md)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
