@@ -64,6 +64,16 @@ def test_runs_names_runs_by_id_or_prefix_and_an_unknown_one_is_bad_input(dirs):
         _campaign(fast_args(dirs["pid"], "tables=[table2]", "runs=[nosuchrun]"))
 
 
+def test_runs_may_name_a_run_another_table_holds_that_these_tables_start_from():
+    """--hold-back names every run it keeps, sources included: CMHSA's Figure 2 warm-starts from Table
+    two_phase's conv phase, and tables=[figure2] runs=[that phase] was 'names no run' on the GPU."""
+    c, doc, specs = _campaign(["paper=cmhsa", "scale=tiny", "tables=[figure2]"])
+    source = [s.run_id for s in specs if s.table != "figure2"]
+    assert len(source) == 1 and source[0].startswith("two_phase-")
+    _, _, only = _campaign(["paper=cmhsa", "scale=tiny", "tables=[figure2]", f"runs=['{source[0]}']"])
+    assert [s.run_id for s in only] == source
+
+
 def test_hold_back_starts_only_the_runs_predicted_to_finish(dirs, monkeypatch, capsys):
     """Two runs of 3.3 s each (320 images at 100 img/s, one evaluation): 5 s fit one on one worker, both on two;
     the command then trains only the runs kept, and a later run of it the rest."""

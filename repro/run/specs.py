@@ -50,8 +50,14 @@ def select(c: dict, doc: dict, group: int | None = None) -> list[RunSpec]:
                               f"tables with runs: {', '.join(known) or 'none'}")
         filling = {f["run_id"] for f in doc.get("fills", []) if f["table"] in tables}
         wanted = [r for r in wanted if r["table"] in tables or r["run_id"] in filling]
+    by_id = {r["run_id"]: r for r in doc["runs"]}
+
+    def with_sources(rows: list[dict]) -> list[dict]:  # every run they start from or read, before its first dependent
+        return sources_first(rows, lambda r: r["run_id"], lambda r: [by_id[i] for i in r["depends_on"].values()])
+
     if ids := c.get("runs"):
         ids = [str(i) for i in (ids.split(",") if isinstance(ids, str) else ids) if i]
+        wanted = with_sources(wanted)  # a run these tables start from can be named alone (deadline --hold-back does)
         if unknown := [i for i in ids if not any(r["run_id"].startswith(i) for r in wanted)]:
             raise ConfigError(f"runs={unknown[0]!r} names no run of these tables; see python -m repro list "
                               f"paper=<id> scale=<scale>")
@@ -61,9 +67,7 @@ def select(c: dict, doc: dict, group: int | None = None) -> list[RunSpec]:
         raise ConfigError(f"shard={index} with num_shards={shards}: need 0 <= shard < num_shards")
     mine = (lambda g: g == group) if group is not None else (lambda g: g % shards == index)
     spec = {s.run_id: s for s in planned_specs(doc)}
-    by_id = {r["run_id"]: r for r in doc["runs"]}  # every run they start from or read, before its first dependent
-    needed = sources_first(wanted, lambda r: r["run_id"], lambda r: [by_id[i] for i in r["depends_on"].values()])
-    return [spec[r["run_id"]] for r in needed if mine(r["group"])]
+    return [spec[r["run_id"]] for r in with_sources(wanted) if mine(r["group"])]
 
 
 def validate(spec: RunSpec, seen_data: dict | None = None) -> str | None:
