@@ -68,6 +68,18 @@ def test_fastpath_benchmark_keeps_what_it_measured_when_a_part_fails(tmp_path, m
     assert "eager+fused: RuntimeError: simulated compile failure" in capsys.readouterr().out
 
 
+def test_fastpath_benchmark_records_fused_runs_that_fail_on_the_device(tmp_path, monkeypatch):
+    """On the H100 (bf16, torch 2.11) the fused group's backward raised; the bench died and lost the packed part's
+    reason. Now the JSON names it beside the fast path's numbers."""
+    def failing(*args, **kwargs):
+        raise RuntimeError("expected input and grad types to match\nwith a long traceback")
+    monkeypatch.setattr(fastpath, "packed", failing)
+    fastpath.main([*FASTPATH_ARGS, "--variants", "eager", "--out", str(tmp_path)])
+    out = json.loads(next(tmp_path.glob("*-fastpath.json")).read_text())
+    assert out["packed_error"] == "expected input and grad types to match" and out["complete"] is False
+    assert out["step_img_s"] > 0 and "packed_speedup" not in out
+
+
 def test_fastpath_benchmark_refuses_an_unknown_variant_before_timing(tmp_path):
     with pytest.raises(SystemExit, match=r"'eager\+fast'"):
         fastpath.main([*FASTPATH_ARGS, "--variants", "eager,eager+fast", "--out", str(tmp_path)])
