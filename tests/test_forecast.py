@@ -89,3 +89,9 @@ def test_paper_given_as_reproduce_takes_it_forecasts_that_paper_alone(capsys):
     assert main(["forecast", "--bench", str(H200), "paper=respostln", "scale=tiny"]) == 0
     rows = [line.split()[0] for line in capsys.readouterr().out.splitlines()[3:] if not line.startswith("total")]
     assert rows == ["respostln"]
+
+
+def test_overrides_may_follow_the_paper_option(capsys):
+    """``forecast scale=small --paper cmhsa tables=[...]`` was 'unrecognized arguments' for the overrides after it."""
+    assert main(["forecast", "--bench", str(H200), "scale=tiny", "--paper", "respostln", "seeds=1"]) == 0
+    assert "seeds=1" in capsys.readouterr().out.splitlines()[-1]

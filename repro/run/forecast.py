@@ -121,7 +121,7 @@ def main(argv: list[str], campaign: Callable[[list[str]], tuple[dict, dict]],
                     help=f"a <device>-data_path.json (default: <results>/{DEFAULT_BENCH})")
     ap.add_argument("--paper", action="append", help="a paper id (repeatable; default: every paper at the scale)")
     ap.add_argument("overrides", nargs="*", help="key=value, as reproduce takes them (scale=small ...)")
-    ns = ap.parse_args(argv)
+    ns = ap.parse_intermixed_args(argv)  # key=value before or after --paper
     bench = ns.bench or records.results_root() / DEFAULT_BENCH
     try:
         if not bench.is_file():
