@@ -36,6 +36,7 @@ from pathlib import Path
 import timm
 import torch
 from tabulate import tabulate
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import repro.models  # noqa: F401  (registers repro_*)
 from benchmarks.data_path import run_config, timed
@@ -123,6 +124,34 @@ def packed(k: int, cfg: dict, steps: int, device: torch.device, rounds: int = 1,
     return {"packed_runs": k, "packed_model": f"{name} {PACK_MODEL}", "packed_batch": batch,
             "packed_fused_img_s": k * batch / t_fused, "packed_alone_img_s": batch / t_alone,
             "packed_speedup": t_alone * k / t_fused}
+
+
+class _SoftmaxDtypes(TorchDispatchMode):
+    """Each softmax-family op a step dispatches, with its tensors' dtypes (and, for a backward, the input dtype)."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if "softmax" in func.__name__:
+            self.seen.append(f"{func.__name__}({', '.join(str(a.dtype if torch.is_tensor(a) else a) for a in args)})")
+        return func(*args, **(kwargs or {}))
+
+
+def softmax_dtypes(cfg: dict, device: torch.device) -> list[str]:
+    """One step of 2 fused cpu-size runs under the logger: which softmax's backward gets which dtypes, up to
+    the op that raises (on the H100 one got a float gradient for a bf16 input under vmap and autocast)."""
+    batches, fused = engine_steps([run_spec(cfg, _pack_model(), 3, seed, data={"synthetic": True,
+                                                                               "pipeline": "fastpath"})
+                                   for seed in range(2)], device)
+    log = _SoftmaxDtypes()
+    try:
+        with log:
+            fused(next(batches))
+    except RuntimeError as e:
+        log.seen.append(f"raised: {str(e).splitlines()[0]}")
+    return log.seen
 
 
 def _pack_model() -> dict:
@@ -240,6 +269,7 @@ def main(argv=None) -> None:
         pack = packed(k, cpu_cfg, steps, device, rounds, args.compile)
     except RuntimeError as e:  # a fused group failing on this device is a finding: kept, with what was measured
         out["packed_error"] = str(e).splitlines()[0]
+        out["packed_softmax_dtypes"] = softmax_dtypes(cpu_cfg, device)
         print(f"{k} cpu-size runs fused: failed ({out['packed_error']}); wrote {save(args.out, '-fastpath', out)}")
         return
     out.update(pack)

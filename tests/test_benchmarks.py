@@ -70,7 +70,7 @@ def test_fastpath_benchmark_keeps_what_it_measured_when_a_part_fails(tmp_path, m
 
 def test_fastpath_benchmark_records_fused_runs_that_fail_on_the_device(tmp_path, monkeypatch):
     """On the H100 (bf16, torch 2.11) the fused group's backward raised; the bench died and lost the packed part's
-    reason. Now the JSON names it beside the fast path's numbers."""
+    reason. Now the JSON names it beside the fast path's numbers, with the softmax ops' dtypes of one step."""
     def failing(*args, **kwargs):
         raise RuntimeError("expected input and grad types to match\nwith a long traceback")
     monkeypatch.setattr(fastpath, "packed", failing)
@@ -78,6 +78,9 @@ def test_fastpath_benchmark_records_fused_runs_that_fail_on_the_device(tmp_path,
     out = json.loads(next(tmp_path.glob("*-fastpath.json")).read_text())
     assert out["packed_error"] == "expected input and grad types to match" and out["complete"] is False
     assert out["step_img_s"] > 0 and "packed_speedup" not in out
+    # one fused step again under a dispatch logger: each softmax op with its dtypes (here fp32, nothing raised)
+    assert "_log_softmax_backward_data.default(torch.float32, torch.float32, 2, torch.float32)" in \
+        out["packed_softmax_dtypes"] and not any(s.startswith("raised") for s in out["packed_softmax_dtypes"])
 
 
 def test_fastpath_benchmark_refuses_an_unknown_variant_before_timing(tmp_path):

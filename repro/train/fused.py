@@ -120,13 +120,7 @@ class FusedRuns:
 
     def _loss(self, params: dict, buffers: dict, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         with precision.autocast(x.device, self.amp_dtype):
-            logits = functional_call(self.base, (params, buffers), (x,))
-            if x.device.type == "cuda" and self.amp_dtype is not None:
-                # CUDA's autocast takes the loss's log-softmax in fp32 through its dtype argument; under vmap a
-                # softmax backward got a float gradient for a bf16 input (H100, torch 2.11; benchmarks/README.md).
-                # This upcast, the same numbers written as a cast, is the first suspect's fix, unconfirmed on a GPU.
-                logits = logits.float()
-            return self.criterion(logits, targets)
+            return self.criterion(functional_call(self.base, (params, buffers), (x,)), targets)
 
     def lrs(self) -> torch.Tensor:
         """Each run's lr now, on the device (from pinned memory on a GPU: the copy needs no host sync)."""
