@@ -115,9 +115,7 @@ def run_steps(cfg: dict, model, steps: int, device: torch.device, mode: str | No
 def packed(k: int, cfg: dict, steps: int, device: torch.device, rounds: int = 1, compile_: bool = False) -> dict:
     """Aggregate images/s of K cpu-size runs fused, and of one of them alone (the K cost the same)."""
     batch, name, model = int(cfg["recipe"]["batch_size"]), "repro_deit_tiny_c32", _pack_model()
-    data = {"synthetic": True, "pipeline": "fastpath"}
-    batches, fused = engine_steps([run_spec(cfg, model, steps + 2, seed, data=data) for seed in range(k)], device,
-                                  "default" if compile_ else None)
+    batches, fused = fused_steps(k, cfg, steps + 2, device, "default" if compile_ else None)
     one, _, _ = run_steps(cfg, model, steps + 2, device, "default" if compile_ else None)
     t = alternated(rounds, steps, device, fused=lambda: fused(next(batches)), alone=one)
     t_fused, t_alone = t["fused"], t["alone"]
@@ -142,16 +140,25 @@ class _SoftmaxDtypes(TorchDispatchMode):
 def softmax_dtypes(cfg: dict, device: torch.device) -> list[str]:
     """One step of 2 fused cpu-size runs under the logger: which softmax's backward gets which dtypes, up to
     the op that raises (on the H100 one got a float gradient for a bf16 input under vmap and autocast)."""
-    batches, fused = engine_steps([run_spec(cfg, _pack_model(), 3, seed, data={"synthetic": True,
-                                                                               "pipeline": "fastpath"})
-                                   for seed in range(2)], device)
+    batches, fused = fused_steps(2, cfg, 3, device)
     log = _SoftmaxDtypes()
     try:
         with log:
             fused(next(batches))
     except RuntimeError as e:
-        log.seen.append(f"raised: {str(e).splitlines()[0]}")
+        log.seen.append(f"raised: {first_line(e)}")
     return log.seen
+
+
+def fused_steps(k: int, cfg: dict, steps: int, device: torch.device, mode: str | None = None):
+    """(batches, the engine's fused step) of K cpu-size runs, seeds 0..K-1, on the fast path's synthetic data."""
+    return engine_steps([run_spec(cfg, _pack_model(), steps, seed, data={"synthetic": True, "pipeline": "fastpath"})
+                         for seed in range(k)], device, mode)
+
+
+def first_line(e: BaseException) -> str:
+    """An error's first line (at most 300 characters), for a JSON field; empty for an error with no message."""
+    return str(e).splitlines()[0][:300] if str(e) else ""
 
 
 def _pack_model() -> dict:
@@ -197,7 +204,7 @@ def variants(names: list[str], model: str, cfg: dict, steps: int, rounds: int, d
         try:
             out[name] = variant(name, model, cfg, steps, rounds, device)
         except Exception as e:  # noqa: BLE001 (a benchmark reports what broke and measures the rest)
-            out[name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"}
+            out[name] = {"error": f"{type(e).__name__}: {first_line(e)}"}
         print(f"  {name}: " + (f"{out[name]['step_img_s']:.0f} img/s, first steps {out[name]['first_steps_s']:.1f} s"
                                if "error" not in out[name] else out[name]["error"]), flush=True)
         if device.type == "cuda":
@@ -268,7 +275,7 @@ def main(argv=None) -> None:
     try:
         pack = packed(k, cpu_cfg, steps, device, rounds, args.compile)
     except RuntimeError as e:  # a fused group failing on this device is a finding: kept, with what was measured
-        out["packed_error"] = str(e).splitlines()[0]
+        out["packed_error"] = first_line(e)
         out["packed_softmax_dtypes"] = softmax_dtypes(cpu_cfg, device)
         print(f"{k} cpu-size runs fused: failed ({out['packed_error']}); wrote {save(args.out, '-fastpath', out)}")
         return

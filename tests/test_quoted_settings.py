@@ -39,7 +39,8 @@ def test_cells_csv_carries_image_size_state_family_and_device():
     rows = list(csv.DictReader((ROOT / "results" / "augvit" / "cells.csv").open()))
     init = next(r for r in rows if (r["table"], r["row"], r["column"]) == ("diversity_init", "augvit_s", "div_b"))
     assert (init["img_size"], init["state"], init["family"], init["device"]) == ("224", "at init", "Aug-ViT", "cpu")
-    trained = next(r for r in rows if (r["table"], r["row"], r["column"], r["scale"]) == ("ablations", "augvit", "top1", "tiny"))
+    key = ("table", "row", "column", "scale")
+    trained = next(r for r in rows if tuple(r[k] for k in key) == ("ablations", "augvit", "top1", "tiny"))
     assert (trained["img_size"], trained["state"], trained["family"], trained["epochs"]) == ("32", "trained", "Aug-ViT", "4")
 
 
