@@ -23,9 +23,11 @@ def run_spec(base: dict, model: str | dict, steps: int, seed: int = 0, scale: st
                            config={"model": model, "data": data, **config}), base)
 
 
-def engine_steps(specs: list[RunSpec], device: torch.device, mode: str | None = None, fused_opt: bool = False):
+def engine_steps(specs: list[RunSpec], device: torch.device, mode: str | None = None, fused_opt: bool = False,
+                 amp: str = "bf16"):
     """(the runs' endless batches, the engine's step on one batch): one run, or K fused; ``mode`` None
-    eager, else the model (alone) or the update (fused) under torch.compile in that mode."""
-    rt = engine.Runtime(dist=Dist(device=device), persist=False, progress=False, compile=mode is not None,
+    eager, else the model (alone) or the update (fused) under torch.compile in that mode; ``amp`` as
+    runtime.amp (autocast on CUDA)."""
+    rt = engine.Runtime(dist=Dist(device=device), amp=amp, persist=False, progress=False, compile=mode is not None,
                         compile_mode=mode or "default", fused_optimizer=fused_opt)
     return engine.stepper(specs, rt)

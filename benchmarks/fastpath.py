@@ -19,7 +19,8 @@ of CIFAR's shape (pixel values change the cost of no op timed here), one device:
                        null on a CPU, for which no peak is stated;
   packed_speedup       K cpu-size runs (the cpu scale's recipe and batch) fused into one batched model
                        (the engine's K-wide step, repro/train/fused.py), aggregate images/s, against the same
-                       runs one at a time.
+                       runs one at a time; where the bf16 group raises, ``packed_error`` (and its softmax ops'
+                       dtypes) and, on a GPU, the same measured in fp32, ``packed_amp: none``.
 Each loop is timed over all its steps with one device sync at its end; the engine's first, then each
 variant's step and model step alternating in rounds (2 on a CPU), each keeping its best. Writes
 results/bench/<device>-fastpath.json.
@@ -96,12 +97,12 @@ def parse_variant(name: str) -> tuple[str | None, bool]:
 
 
 def run_steps(cfg: dict, model, steps: int, device: torch.device, mode: str | None = None,
-              stages: Stages | None = None, fused_opt: bool = False, pipeline: str = "fastpath"):
+              stages: Stages | None = None, fused_opt: bool = False, pipeline: str = "fastpath", amp: str = "bf16"):
     """(step, model_step, a fixed batch) of the engine's run of ``model`` at ``cfg`` on ``pipeline``: ``step``
     draws a batch and trains on it, ``model_step`` trains on a given one; ``mode`` None runs the model
     eagerly, else under torch.compile in that mode."""
     spec = run_spec(cfg, model, steps, data={"synthetic": True, "pipeline": pipeline})
-    batches, train = engine_steps([spec], device, mode, fused_opt)
+    batches, train = engine_steps([spec], device, mode, fused_opt, amp)
     stage = stages or (lambda name: contextlib.nullcontext())
 
     def step():
@@ -112,16 +113,27 @@ def run_steps(cfg: dict, model, steps: int, device: torch.device, mode: str | No
     return step, train, next(batches)
 
 
-def packed(k: int, cfg: dict, steps: int, device: torch.device, rounds: int = 1, compile_: bool = False) -> dict:
+def packed(k: int, cfg: dict, steps: int, device: torch.device, rounds: int = 1, compile_: bool = False,
+           amp: str = "bf16") -> dict:
     """Aggregate images/s of K cpu-size runs fused, and of one of them alone (the K cost the same)."""
     batch, name, model = int(cfg["recipe"]["batch_size"]), "repro_deit_tiny_c32", _pack_model()
-    batches, fused = fused_steps(k, cfg, steps + 2, device, "default" if compile_ else None)
-    one, _, _ = run_steps(cfg, model, steps + 2, device, "default" if compile_ else None)
+    mode = "default" if compile_ else None
+    batches, fused = fused_steps(k, cfg, steps + 2, device, mode, amp)
+    one, _, _ = run_steps(cfg, model, steps + 2, device, mode, amp=amp)
     t = alternated(rounds, steps, device, fused=lambda: fused(next(batches)), alone=one)
     t_fused, t_alone = t["fused"], t["alone"]
     return {"packed_runs": k, "packed_model": f"{name} {PACK_MODEL}", "packed_batch": batch,
             "packed_fused_img_s": k * batch / t_fused, "packed_alone_img_s": batch / t_alone,
             "packed_speedup": t_alone * k / t_fused}
+
+
+def packed_fp32(k: int, cfg: dict, steps: int, device: torch.device, rounds: int, compile_: bool) -> dict:
+    """The packed measurement again without autocast (fused and alone both fp32), once the bf16 group failed:
+    the speedup of fusing is then still measured, labelled ``packed_amp: none``, or its own error kept."""
+    try:
+        return {**packed(k, cfg, steps, device, rounds, compile_, amp="none"), "packed_amp": "none"}
+    except RuntimeError as e:
+        return {"packed_fp32_error": first_line(e)}
 
 
 class _SoftmaxDtypes(TorchDispatchMode):
@@ -150,10 +162,10 @@ def softmax_dtypes(cfg: dict, device: torch.device) -> list[str]:
     return log.seen
 
 
-def fused_steps(k: int, cfg: dict, steps: int, device: torch.device, mode: str | None = None):
+def fused_steps(k: int, cfg: dict, steps: int, device: torch.device, mode: str | None = None, amp: str = "bf16"):
     """(batches, the engine's fused step) of K cpu-size runs, seeds 0..K-1, on the fast path's synthetic data."""
     return engine_steps([run_spec(cfg, _pack_model(), steps, seed, data={"synthetic": True, "pipeline": "fastpath"})
-                         for seed in range(k)], device, mode)
+                         for seed in range(k)], device, mode, amp=amp)
 
 
 def first_line(e: BaseException) -> str:
@@ -166,16 +178,16 @@ def _pack_model() -> dict:
 
 
 def _alone_in_process(job: tuple) -> float:
-    cfg, steps, device, threads = job
+    cfg, steps, device, threads, amp = job
     torch.set_num_threads(threads)
-    step, _, _ = run_steps(cfg, _pack_model(), steps + 2, torch.device(device))
+    step, _, _ = run_steps(cfg, _pack_model(), steps + 2, torch.device(device), amp=amp)
     return int(cfg["recipe"]["batch_size"]) / timed(step, steps, torch.device(device))
 
 
-def processes(k: int, cfg: dict, steps: int, device: torch.device) -> float:
+def processes(k: int, cfg: dict, steps: int, device: torch.device, amp: str = "bf16") -> float:
     """Aggregate images/s of the K runs as K concurrent processes (one thread each on a CPU)."""
     with mp.get_context("spawn").Pool(k) as pool:
-        return sum(pool.map(_alone_in_process, [(cfg, steps, str(device), 1)] * k))
+        return sum(pool.map(_alone_in_process, [(cfg, steps, str(device), 1, amp)] * k))
 
 
 def variant(name: str, model: str, cfg: dict, steps: int, rounds: int, device: torch.device) -> dict:
@@ -271,6 +283,13 @@ def main(argv=None) -> None:
     mfu = "n/a (no peak stated for this device)" if out["mfu"] is None else f"{100 * out['mfu']:.1f} %"
     print(f"\nfast path ({out['variant']}) / engine: {out['speedup_vs_engine']:.2f}x; outside the model: "
           f"{100 * out['data_share']:.1f} %; MFU: {mfu}; wrote {save(args.out, '-fastpath', out)}")
+    packed_part(args, out, k, steps, rounds, device)
+
+
+def packed_part(args, out: dict, k: int, steps: int, rounds: int, device: torch.device) -> None:
+    """K cpu-size runs fused against one alone (and, --processes, as K processes), added to ``out`` and saved.
+    A fused group failing in bf16 is kept as ``packed_error`` with its softmax dtypes; on a GPU the packed
+    part is then measured in fp32 (``packed_amp: none``)."""
     cpu_cfg = run_config("cpu", synthetic=True, batch=args.pack_batch)
     try:
         pack = packed(k, cpu_cfg, steps, device, rounds, args.compile)
@@ -278,15 +297,18 @@ def main(argv=None) -> None:
         out["packed_error"] = first_line(e)
         out["packed_softmax_dtypes"] = softmax_dtypes(cpu_cfg, device)
         print(f"{k} cpu-size runs fused: failed ({out['packed_error']}); wrote {save(args.out, '-fastpath', out)}")
-        return
+        pack = packed_fp32(k, cpu_cfg, steps, device, rounds, args.compile) if device.type == "cuda" else {}
+        if "packed_speedup" not in pack:
+            save(args.out, "-fastpath", {**out, **pack})
+            return
     out.update(pack)
     save(args.out, "-fastpath", out)
     if args.processes:
-        pack["packed_processes_img_s"] = processes(k, cpu_cfg, steps, device)
+        pack["packed_processes_img_s"] = processes(k, cpu_cfg, steps, device, pack.get("packed_amp", "bf16"))
         pack["packed_processes_speedup"] = pack["packed_processes_img_s"] / pack["packed_alone_img_s"]
     out.update(pack, complete=True, load_avg_1min=os.getloadavg()[0])
-    print(f"{k} cpu-size runs fused: {pack['packed_fused_img_s']:.0f} img/s together, "
-          f"{pack['packed_alone_img_s']:.0f} img/s one at a time: {pack['packed_speedup']:.2f}x"
+    print(f"{k} cpu-size runs fused{' (fp32)' if 'packed_amp' in pack else ''}: {pack['packed_fused_img_s']:.0f} "
+          f"img/s together, {pack['packed_alone_img_s']:.0f} img/s one at a time: {pack['packed_speedup']:.2f}x"
           + (f"; as {k} processes: {pack['packed_processes_img_s']:.0f} img/s ({pack['packed_processes_speedup']:.2f}x)"
              if args.processes else ""))
     print(f"wrote {save(args.out, '-fastpath', out)}")

@@ -83,6 +83,26 @@ def test_fastpath_benchmark_records_fused_runs_that_fail_on_the_device(tmp_path,
         out["packed_softmax_dtypes"] and not any(s.startswith("raised") for s in out["packed_softmax_dtypes"])
 
 
+def test_fastpath_benchmark_measures_packed_runs_in_fp32_when_bf16_fails_on_a_gpu(tmp_path, monkeypatch):
+    """A GPU slot whose bf16 fused group raises still measures what fusing buys, both sides without autocast,
+    labelled as such; the bf16 error stays beside it. Only the control flow is run here (no GPU)."""
+    asked = []
+
+    def fake_packed(k, cfg, steps, device, rounds=1, compile_=False, amp="bf16"):
+        asked.append(amp)
+        if amp == "bf16":
+            raise RuntimeError("expected input and grad types to match")
+        return {"packed_runs": k, "packed_fused_img_s": 800.0, "packed_alone_img_s": 200.0, "packed_speedup": 4.0}
+    monkeypatch.setattr(fastpath, "packed", fake_packed)
+    monkeypatch.setattr(fastpath, "softmax_dtypes", lambda cfg, device: ["_softmax(torch.bfloat16, -1, False)"])
+    args = fastpath.argparse.Namespace(pack_batch=4, compile=False, processes=False, out=tmp_path)
+    fastpath.packed_part(args, {"step_img_s": 1.0, "complete": False}, 2, 1, 1, torch.device("cuda"))
+    out = json.loads(next(tmp_path.glob("*-fastpath.json")).read_text())
+    assert asked == ["bf16", "none"] and out["complete"] is True
+    assert out["packed_amp"] == "none" and out["packed_speedup"] == 4.0
+    assert out["packed_error"] == "expected input and grad types to match"
+
+
 def test_fastpath_benchmark_refuses_an_unknown_variant_before_timing(tmp_path):
     with pytest.raises(SystemExit, match=r"'eager\+fast'"):
         fastpath.main([*FASTPATH_ARGS, "--variants", "eager,eager+fast", "--out", str(tmp_path)])
