@@ -93,6 +93,20 @@ def test_missing_markers_is_an_error_naming_the_file(repo):
     assert path.read_text() == "# Toy\n\nno block\n"
 
 
+def test_cost_names_each_device_once_when_runs_moved_between_devices(repo):
+    """Runs resumed on another device (a GPU's, then the CPU's) used to be counted as '3 devices', one per
+    combination; the cost names the devices themselves, GPUs by their model."""
+    records = repo / "results" / "toy" / "cpu" / "records"
+    rec = json.loads((records / "r1.json").read_text())
+    rec["provenance"].update(device="cpu", devices=[{"device": "NVIDIA H200", "from_epoch": 0},
+                                                    {"device": "cpu", "from_epoch": 4}])
+    (records / "r1.json").write_text(json.dumps(rec))
+    rec.update(run_id="r2", seed=2)
+    rec["provenance"] = {"wall_s": 3600.0, "device": "NVIDIA H100 80GB HBM3"}
+    (records / "r2.json").write_text(json.dumps(rec))
+    assert readme.costs("toy", repo / "results", ["cpu"]) == {"cpu": "3.0 h, 3 runs, H100 + H200 + cpu"}
+
+
 def test_results_elsewhere_leave_the_readmes_alone(repo, tmp_path_factory):
     other = tmp_path_factory.mktemp("elsewhere")
     assert readme.write_readmes(repo / "papers", other) == []

@@ -115,8 +115,8 @@ def protocol_label(parts: list[dict]) -> str:
 
 def hardware_label(prov: dict) -> str:
     """'NVIDIA H100 80GB HBM3 x8', 'cpu (x86_64, 2 threads)', or 'cpu, then NVIDIA H200 from epoch 6'."""
-    trail = prov.get("devices")
-    if isinstance(trail, list) and len(trail) > 1 and all(isinstance(t, dict) for t in trail):
+    trail = device_trail(prov)
+    if trail:
         later = [f"{t.get('device')} from epoch {int(t.get('from_epoch') or 0) + 1}" for t in trail[1:]]
         return ", then ".join([str(trail[0].get("device"))] + later)
     dev = str(prov.get("device") or "unknown device")
@@ -139,7 +139,19 @@ def _counted(counter: Counter) -> list[str]:
     """'value (n runs)' sorted by frequency; a single value is shown bare."""
     if len(counter) == 1:
         return [next(iter(counter))]
-    return [f"{k} ({n} runs)" for k, n in counter.most_common()]
+    return [f"{k} ({n} run{'' if n == 1 else 's'})" for k, n in counter.most_common()]
+
+
+def device_trail(prov: dict) -> list[dict]:
+    """The devices of a run resumed elsewhere ({device, from_epoch} each, in order); empty for a run on one."""
+    trail = prov.get("devices")
+    ok = isinstance(trail, list) and len(trail) > 1 and all(isinstance(t, dict) for t in trail)
+    return trail if ok else []
+
+
+def device_names(prov: dict) -> list[str]:
+    """The devices a run trained on, in order (a run moved between devices names each)."""
+    return [str(t.get("device")) for t in device_trail(prov)] or [str(prov.get("device") or "unknown device")]
 
 
 def as_dict(x) -> dict:
@@ -161,6 +173,7 @@ def describe(records: list[dict], scales: list[str]) -> list[dict]:
         out.append({"scale": scale, "runs": len(recs), "status": dict(status),
                     "data": _counted(Counter(data_label(as_dict(r.get("config"))) for r in recs)),
                     "hardware": _counted(Counter(hardware_label(p) for p in provs)),
+                    "devices": sorted({d for p in provs for d in device_names(p)}),
                     "commits": _counted(Counter(commit_label(p) for p in provs)), "versions": _counted(versions),
                     "period": period, "compute_hours": round(sum(wall) / 3600, 2) if wall else None})
     return out

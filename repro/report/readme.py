@@ -64,12 +64,18 @@ def _verdict(row: dict) -> str:
     return shown + (f" ({row['why']})" if row.get("why") else "") + (f"; {row['qualifier']}" if row.get("qualifier") else "")
 
 
+def short_device(name: str) -> str:
+    """'NVIDIA H100 80GB HBM3' -> 'H100': the model without vendor or memory (the report names it in full)."""
+    words = name.split()
+    return words[1] if len(words) > 1 and words[0] in ("NVIDIA", "AMD", "Intel") else name
+
+
 def _cost(run: dict) -> str:
     hours = run.get("compute_hours")
     if not run["runs"]:
         return "no runs"
-    hardware = run.get("hardware") or []
-    where = hardware[0].rsplit(" (", 1)[0] if len(hardware) == 1 else f"{len(hardware)} devices"
+    hardware, devices = run.get("hardware") or [], run.get("devices") or []
+    where = hardware[0].rsplit(" (", 1)[0] if len(hardware) == 1 else " + ".join(map(short_device, devices))
     return f"{'-' if hours is None else f'{hours} h'}, {run['runs']} runs, {where}"
 
 

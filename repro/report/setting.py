@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import json
 
-from repro.report.provenance import (DATASET_NAMES, _architecture, _joined, as_dict, family, fraction, model_label,
-                                      params_text, percent)
+from repro.report.provenance import (DATASET_NAMES, _architecture, _joined, as_dict, device_names, family, fraction,
+                                      model_label, params_text, percent)
 from repro.paper import Table
 
 NOT_SHAPE = ("num_classes", "drop_rate", "drop_path_rate", "attn_drop_rate", "proj_drop_rate")  # no weight count
@@ -49,10 +49,7 @@ def counted_params(records: list[dict], models: dict | None = None) -> dict[str,
 
 def device(prov: dict) -> str:
     """'cpu' or the accelerator's name; a run resumed elsewhere names each device in turn."""
-    trail = prov.get("devices")
-    if isinstance(trail, list) and len(trail) > 1 and all(isinstance(t, dict) for t in trail):
-        return " then ".join(dict.fromkeys(str(t.get("device")) for t in trail))
-    return str(prov.get("device") or "unknown device")
+    return " then ".join(dict.fromkeys(device_names(prov)))
 
 
 def run_setting(rec: dict, models: dict | None = None, counted: dict | None = None) -> dict:
