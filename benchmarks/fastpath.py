@@ -37,7 +37,6 @@ from pathlib import Path
 import timm
 import torch
 from tabulate import tabulate
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import repro.models  # noqa: F401  (registers repro_*)
 from benchmarks.data_path import run_config, timed
@@ -46,6 +45,7 @@ from benchmarks.engine_runs import engine_steps, run_spec
 from repro.checks import COMPILE_MODES
 from repro.models.cost import count_macs
 from repro.records import git_state
+from repro.train.fused import softmax_dtypes
 
 PACK_MODEL = {"depth": 6, "embed_dim": 96, "num_heads": 6}  # ConViT's cpu-scale DeiT (width 96, 32 px, patch 4)
 GPU_VARIANTS = ("eager", "default", "default+fused", "reduce-overhead+fused")
@@ -136,30 +136,16 @@ def packed_fp32(k: int, cfg: dict, steps: int, device: torch.device, rounds: int
         return {"packed_fp32_error": first_line(e)}
 
 
-class _SoftmaxDtypes(TorchDispatchMode):
-    """Each softmax-family op a step dispatches, with its tensors' dtypes (and, for a backward, the input dtype)."""
-
-    def __init__(self):
-        super().__init__()
-        self.seen = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if "softmax" in func.__name__:
-            self.seen.append(f"{func.__name__}({', '.join(str(a.dtype if torch.is_tensor(a) else a) for a in args)})")
-        return func(*args, **(kwargs or {}))
-
-
-def softmax_dtypes(cfg: dict, device: torch.device) -> list[str]:
-    """One step of 2 fused cpu-size runs under the logger: which softmax's backward gets which dtypes, up to
-    the op that raises (on the H100 one got a float gradient for a bf16 input under vmap and autocast)."""
-    batches, fused = fused_steps(2, cfg, 3, device)
-    log = _SoftmaxDtypes()
+def packed_softmax_dtypes(cfg: dict, device: torch.device) -> list[str]:
+    """The forward of one step of 2 fused cpu-size runs: each softmax node of its graph with its input and
+    result dtypes (fused.softmax_dtypes), or the error that forward raised."""
+    batches, step = fused_steps(2, cfg, 3, device)
+    pair = next(batches)
     try:
-        with log:
-            fused(next(batches))
+        x, t = torch.stack([b[0] for b in pair]), torch.stack([b[1] for b in pair])
+        return softmax_dtypes(step.fused.losses(x, t))
     except RuntimeError as e:
-        log.seen.append(f"raised: {first_line(e)}")
-    return log.seen
+        return [f"raised: {first_line(e)}"]
 
 
 def fused_steps(k: int, cfg: dict, steps: int, device: torch.device, mode: str | None = None, amp: str = "bf16"):
@@ -295,7 +281,7 @@ def packed_part(args, out: dict, k: int, steps: int, rounds: int, device: torch.
         pack = packed(k, cpu_cfg, steps, device, rounds, args.compile)
     except RuntimeError as e:  # a fused group failing on this device is a finding: kept, with what was measured
         out["packed_error"] = first_line(e)
-        out["packed_softmax_dtypes"] = softmax_dtypes(cpu_cfg, device)
+        out["packed_softmax_dtypes"] = packed_softmax_dtypes(cpu_cfg, device)
         print(f"{k} cpu-size runs fused: failed ({out['packed_error']}); wrote {save(args.out, '-fastpath', out)}")
         pack = packed_fp32(k, cpu_cfg, steps, device, rounds, args.compile) if device.type == "cuda" else {}
         if "packed_speedup" not in pack:

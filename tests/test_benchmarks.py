@@ -70,7 +70,7 @@ def test_fastpath_benchmark_keeps_what_it_measured_when_a_part_fails(tmp_path, m
 
 def test_fastpath_benchmark_records_fused_runs_that_fail_on_the_device(tmp_path, monkeypatch):
     """On the H100 (bf16, torch 2.11) the fused group's backward raised; the bench died and lost the packed part's
-    reason. Now the JSON names it beside the fast path's numbers, with the softmax ops' dtypes of one step."""
+    reason. Now the JSON names it beside the fast path's numbers, with the softmax nodes' dtypes of one step."""
     def failing(*args, **kwargs):
         raise RuntimeError("expected input and grad types to match\nwith a long traceback")
     monkeypatch.setattr(fastpath, "packed", failing)
@@ -78,9 +78,9 @@ def test_fastpath_benchmark_records_fused_runs_that_fail_on_the_device(tmp_path,
     out = json.loads(next(tmp_path.glob("*-fastpath.json")).read_text())
     assert out["packed_error"] == "expected input and grad types to match" and out["complete"] is False
     assert out["step_img_s"] > 0 and "packed_speedup" not in out
-    # one fused step again under a dispatch logger: each softmax op with its dtypes (here fp32, nothing raised)
-    assert "_log_softmax_backward_data.default(torch.float32, torch.float32, 2, torch.float32)" in \
-        out["packed_softmax_dtypes"] and not any(s.startswith("raised") for s in out["packed_softmax_dtypes"])
+    # one fused forward again: each softmax node of its graph, input and result dtypes (here fp32; SDPA's CPU
+    # flash kernel, no softmax node)
+    assert out["packed_softmax_dtypes"] == ["LogSoftmaxBackward0(torch.float32 -> torch.float32)"]
 
 
 def test_fastpath_benchmark_measures_packed_runs_in_fp32_when_bf16_fails_on_a_gpu(tmp_path, monkeypatch):
@@ -94,7 +94,7 @@ def test_fastpath_benchmark_measures_packed_runs_in_fp32_when_bf16_fails_on_a_gp
             raise RuntimeError("expected input and grad types to match")
         return {"packed_runs": k, "packed_fused_img_s": 800.0, "packed_alone_img_s": 200.0, "packed_speedup": 4.0}
     monkeypatch.setattr(fastpath, "packed", fake_packed)
-    monkeypatch.setattr(fastpath, "softmax_dtypes", lambda cfg, device: ["_softmax(torch.bfloat16, -1, False)"])
+    monkeypatch.setattr(fastpath, "packed_softmax_dtypes", lambda cfg, device: ["SafeSoftmaxBackward0(...)"])
     args = fastpath.argparse.Namespace(pack_batch=4, compile=False, processes=False, out=tmp_path)
     fastpath.packed_part(args, {"step_img_s": 1.0, "complete": False}, 2, 1, 1, torch.device("cuda"))
     out = json.loads(next(tmp_path.glob("*-fastpath.json")).read_text())

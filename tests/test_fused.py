@@ -9,7 +9,7 @@ from repro.data.fastpath import fast_loader
 from repro.data.tensor_loader import TensorTrainLoader
 from repro.train import precision
 from repro.train.machine import trained_how
-from repro.train.fused import FusedRuns, check_group
+from repro.train.fused import FusedRuns, check_group, softmax_dtypes
 from repro.train.recipe import build_criterion, build_optimizer, build_scheduler
 
 MODEL = dict(img_size=32, patch_size=8, depth=1, embed_dim=32, num_heads=2, num_classes=10)
@@ -107,8 +107,8 @@ def fused_losses(amp_dtype: torch.dtype | None) -> torch.Tensor:
 def test_fused_bf16_tracks_the_runs_trained_alone():
     """On a CPU in bf16 (runtime.fused with cpu_precision: bf16) the fused step is not the alone step bit for
     bit: under vmap the Linear's bias add promotes to fp32 (pytorch/pytorch#192617), so the loss's log-softmax
-    runs in fp32, and SDPA's math path keeps the attention softmax in bf16, where alone it computes it in fp32.
-    Each run's losses stay within BF16_RTOL of its own alone (measured: <= 0.22 % over 4 steps)."""
+    runs in fp32 where alone it runs in bf16. Each run's losses stay within BF16_RTOL of its own alone
+    (measured: <= 0.22 % over 4 steps)."""
     losses = fused_losses(torch.bfloat16)
     for k, (seed, r) in enumerate(zip(SEEDS, PER_RUN)):
         _, ref, _ = alone(seed, {**RECIPE, **r}, torch.bfloat16)
@@ -128,3 +128,38 @@ def test_a_group_shares_all_but_lr_and_clipping():
 def test_a_record_says_how_its_run_was_trained():
     assert trained_how("a") == {"trained": "alone"} == trained_how("a", ["a"])
     assert trained_how("b", ["c", "a", "b"]) == {"trained": "fused", "fused_with": ["a", "c"]}
+
+
+@pytest.fixture
+def cuda_softmax_policy():
+    """CUDA's autocast policy for softmax and log-softmax (an fp32 result when no dtype is asked:
+    ``AT_FORALL_FP32_SET_OPT_DTYPE`` in ATen's autocast_mode.h) on the CPU's autocast key, which leaves them
+    alone: what a bf16 step meets on a GPU, on this CPU."""
+    lib = torch.library.Library("aten", "IMPL")
+    cpu = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCPU)
+
+    def fp32_result(op):
+        def kernel(x, dim, dtype=None):
+            with torch._C._ExcludeDispatchKeyGuard(cpu):
+                return op(x, dim, torch.float32 if dtype is None and x.is_floating_point() else dtype)
+        return kernel
+    for name in ("softmax.int", "log_softmax.int"):
+        lib.impl(name, fp32_result(getattr(torch.ops.aten, name.split(".")[0]).int), "AutocastCPU")
+    yield
+    lib._destroy()
+
+
+def test_fused_bf16_softmax_backward_gets_matching_dtypes_under_cuda_autocast(cuda_softmax_policy):
+    """The H100 failure, on a CPU: under vmap SDPA's math path gave _safe_softmax a bf16 input whose result
+    CUDA's policy makes fp32, and CUDA's softmax backward refuses that pair. Every softmax of the fused step
+    now has its result's dtype as input, as the run alone has (alone listed for comparison)."""
+    loaders = [loader(s) for s in SEEDS[:2]]
+    fused = FusedRuns([model(s) for s in SEEDS[:2]], [RECIPE, RECIPE], EPOCHS, loaders[0].steps_per_epoch,
+                      build_criterion(RECIPE, mixup=True), amp_dtype=torch.bfloat16)
+    batches = next(zip(*(ld.epoch(0) for ld in loaders)))
+    x, t = torch.stack([b[0] for b in batches]), torch.stack([b[1] for b in batches])
+    fused_dtypes = softmax_dtypes(fused.losses(x, t))
+    with precision.autocast(x.device, torch.bfloat16):
+        alone_dtypes = softmax_dtypes(build_criterion(RECIPE, mixup=True)(model(0)(x[0]), t[0]))
+    assert fused_dtypes == alone_dtypes == ["LogSoftmaxBackward0(torch.float32 -> torch.float32)",
+                                            "SafeSoftmaxBackward0(torch.float32 -> torch.float32)"]

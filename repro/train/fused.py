@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+from functools import lru_cache
 
 import torch
 from torch.func import functional_call, stack_module_state, vmap
@@ -23,6 +24,43 @@ from .recipe import build_optimizer, build_scheduler, learning_rate
 # SDPA's memory-efficient kernel, under vmap on an H200 (torch 2.11), fails its backward with "LSE is not
 # correctly aligned (strideH)" (benchmarks/README.md, "A GPU slot"): the fused step leaves it out
 VMAP_SAFE_SDPA = [SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION, SDPBackend.MATH]
+
+# Under vmap, SDPA's math path runs with autocast live inside it, and it does not first upcast q, k, v to fp32 as
+# it does alone: its _safe_softmax gets a bf16 input, and CUDA's autocast gives the softmax inside it an fp32
+# result. CUDA's softmax backward refuses that pair ("expected input and grad types to match, or input to be
+# at::Half and grad to be at::Float": the H100 slot, benchmarks/README.md). Under autocast the fused step hands
+# _safe_softmax an fp32 input, as the run alone computes it (tests/test_fused.py emulates CUDA's policy on a CPU).
+@lru_cache(maxsize=None)
+def softmax_from_fp32(autocast_key: str) -> torch.library.Library:
+    """Registers, once per autocast key ("AutocastCUDA", "AutocastCPU"), _safe_softmax from an fp32 input."""
+    lib = torch.library.Library("aten", "IMPL")
+    below = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, autocast_key))
+
+    def kernel(x: torch.Tensor, dim: int, dtype: torch.dtype | None = None) -> torch.Tensor:
+        with torch._C._ExcludeDispatchKeyGuard(below):
+            return torch.ops.aten._safe_softmax(x.float() if x.dtype in (torch.bfloat16, torch.float16) else x,
+                                                dim, dtype)
+    lib.impl("_safe_softmax", kernel, autocast_key)
+    return lib  # kept alive by the cache: the registration lasts the process
+
+
+def softmax_dtypes(losses: torch.Tensor) -> list[str]:
+    """The softmax nodes of the graph behind ``losses``, each distinct 'name(input dtype -> result dtype)' once, read
+    from the autograd graph (a dispatch-mode logger would change what autocast does inside the ops it sees)."""
+    seen, todo, out = set(), [losses.grad_fn], []
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        todo.extend(f for f, _ in node.next_functions)
+        result = getattr(node, "_saved_result", None)
+        if "Softmax" in type(node).__name__ and result is not None:
+            source, slot = node.next_functions[0]
+            given = source._input_metadata[slot].dtype if source is not None else "leaf"
+            out.append(f"{type(node).__name__}({given} -> {result.dtype})")
+    return sorted(set(out))
+
 
 # recipe keys that may differ between the runs of a group; every other key must be equal
 PER_RUN = ("lr", "base_lr", "clip_grad")
@@ -117,6 +155,8 @@ class FusedRuns:
         self.lr_holders, self.schedulers = [o for o, _ in schedules], [s for _, s in schedules]
         self.step_count, self.grad_norm = 0, torch.zeros(self.k, device=self.device)
         self.update = torch.compile(clipped_adamw, dynamic=False) if compile else clipped_adamw
+        if amp_dtype is not None:
+            softmax_from_fp32("AutocastCUDA" if self.device.type == "cuda" else "AutocastCPU")
 
     def _loss(self, params: dict, buffers: dict, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         with precision.autocast(x.device, self.amp_dtype):
@@ -127,12 +167,16 @@ class FusedRuns:
         lrs = torch.tensor([o.param_groups[0]["lr"] for o in self.lr_holders], pin_memory=self.device.type == "cuda")
         return lrs.to(self.device, non_blocking=True)
 
+    def losses(self, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """The K runs' losses on their own batches (x: K x B x ...), with their autograd graph: the step's forward."""
+        self.base.train()
+        with sdpa_kernel(VMAP_SAFE_SDPA):
+            return vmap(self._loss, randomness="different")(self.params, self.buffers, x, targets)
+
     def step(self, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """One optimizer step of every run on its own batch (x: K x B x ...); the K losses, on the device."""
-        self.base.train()
-        with sdpa_kernel(VMAP_SAFE_SDPA):  # runs are independent: run k's gradient is its own loss's
-            losses = vmap(self._loss, randomness="different")(self.params, self.buffers, x, targets)
-            grads = torch.autograd.grad(losses.sum(), list(self.params.values()))
+        losses = self.losses(x, targets)  # runs are independent: run k's gradient is its own loss's
+        grads = torch.autograd.grad(losses.sum(), list(self.params.values()))
         names = list(self.params)
         t = torch.full((), float(self.step_count + 1), device=self.device)  # a fill kernel: no host sync
         with torch.no_grad():
