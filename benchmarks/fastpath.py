@@ -274,14 +274,14 @@ def main(argv=None) -> None:
 
 def packed_part(args, out: dict, k: int, steps: int, rounds: int, device: torch.device) -> None:
     """K cpu-size runs fused against one alone (and, --processes, as K processes), added to ``out`` and saved.
-    A fused group failing in bf16 is kept as ``packed_error`` with its softmax dtypes; on a GPU the packed
-    part is then measured in fp32 (``packed_amp: none``)."""
+    First the softmax nodes' dtypes of one fused forward; a fused group failing in bf16 is kept as
+    ``packed_error``, and on a GPU the packed part is then measured in fp32 (``packed_amp: none``)."""
     cpu_cfg = run_config("cpu", synthetic=True, batch=args.pack_batch)
+    out["packed_softmax_dtypes"] = packed_softmax_dtypes(cpu_cfg, device)
     try:
         pack = packed(k, cpu_cfg, steps, device, rounds, args.compile)
     except RuntimeError as e:  # a fused group failing on this device is a finding: kept, with what was measured
         out["packed_error"] = first_line(e)
-        out["packed_softmax_dtypes"] = packed_softmax_dtypes(cpu_cfg, device)
         print(f"{k} cpu-size runs fused: failed ({out['packed_error']}); wrote {save(args.out, '-fastpath', out)}")
         pack = packed_fp32(k, cpu_cfg, steps, device, rounds, args.compile) if device.type == "cuda" else {}
         if "packed_speedup" not in pack:

@@ -35,7 +35,7 @@ def test_fastpath_benchmark_writes_its_keys(tmp_path):
     (path,) = tmp_path.glob("*-fastpath.json")
     out = json.loads(path.read_text())
     for key in ("device", "model", "batch", "step_img_s", "engine_img_s_before", "data_share", "mfu",
-                "packed_runs", "packed_speedup", "commit"):
+                "packed_runs", "packed_speedup", "packed_softmax_dtypes", "commit"):
         assert key in out, key
     assert out["batch"] == 4 and out["packed_runs"] == 2 and out["threads"] == 1 and out["device"].endswith("-1t")
     assert out["step_img_s"] > 0 and out["engine_img_s_before"] > 0 and 0 <= out["data_share"] <= 1
