@@ -57,7 +57,7 @@ def softmax_dtypes(losses: torch.Tensor) -> list[str]:
         result = getattr(node, "_saved_result", None)
         if "Softmax" in type(node).__name__ and result is not None:
             source, slot = node.next_functions[0]
-            given = source._input_metadata[slot].dtype if source is not None else "leaf"
+            given = source._input_metadata[slot].dtype if source is not None else "untracked"
             out.append(f"{type(node).__name__}({given} -> {result.dtype})")
     return sorted(set(out))
 
