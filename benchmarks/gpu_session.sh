@@ -29,7 +29,7 @@ export REPRO_DATA_DIR=${REPRO_DATA_DIR:-$GS_DIR/data} PYTHONUNBUFFERED=1
 prepare() {  # here: pure-Python wheels the device image lacks, and the dataset archive, into ignored folders
     "$PY" -m pip download -q --no-deps -d .whl hydra-core==1.3.8 omegaconf==2.3.1
     "$PY" -m pip wheel -q --no-deps -w .whl antlr4-python3-runtime==4.9.3  # an sdist on PyPI: built here
-    mkdir -p data && cp -n "${1:-../shared/data/cifar10-jpeg.tar.xz}" data/
+    mkdir -p data && cp -n "${1:?give the path of cifar10-jpeg.tar.xz}" data/
     # the device's copy has no .git: its records name this commit (repro.records.git_state)
     local dirty; dirty=$(git status --porcelain --untracked-files=no -- . ':!results' | grep -c . || true)
     printf 'REPRO_GIT_SHA=%s\nREPRO_GIT_DIRTY=%s\n' "$(git rev-parse HEAD)" "$([ "$dirty" = 0 ] && echo 0 || echo 1)" \

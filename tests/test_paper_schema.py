@@ -1,4 +1,5 @@
 """paper.yaml loading: printed precision, line-numbered errors, problems that never lose the paper."""
+import re
 from pathlib import Path
 
 import pytest
@@ -191,3 +192,22 @@ def test_figure_axis_scales_are_checked(tmp_path):
     bad = load_paper(_write(tmp_path / "other", GOOD + fig % "logarithmic"))
     assert [p.line for p in bad.problems] == [len(GOOD.splitlines()) + 2] and bad.figures == []
     assert "y_scale 'logarithmic' is not one of ('linear', 'log')" in str(bad.problems[0])
+
+
+def test_printed_numbers_are_cited_by_the_papers_own_table_never_by_a_file_outside_the_repository():
+    """A clone holds no ../shared folder and none of the extracted texts once read there (``*.txt``): every
+    source a report shows (a table's, a figure's, a claim's) names the paper's table, figure or section, and
+    a table's source names the paper's arXiv id where it has one."""
+    outside = re.compile(r"\.\./|\b[\w-]+\.txt\b")
+    for path in sorted((REPO / "papers").glob("*/paper.yaml")):
+        paper = load_paper(path)
+        entries = [*paper.tables, *paper.figures, *paper.claims, *paper.preconditions]
+        sources = {f"{path.parent.name}/{e.id}": e.source or "" for e in entries}
+        sources[path.parent.name] = paper.source or ""
+        assert not {k: s for k, s in sources.items() if outside.search(s)}, path
+        if paper.arxiv:
+            cited = [t.id for t in paper.tables if re.match(r"Tables? \d", t.source) and paper.arxiv not in t.source]
+            assert not cited, f"{path}: a table cited without arXiv {paper.arxiv}"
+    texts = [*REPO.glob("papers/**/*.yaml"), *REPO.glob("papers/**/*.md"), *REPO.glob("repro/**/*.md"),
+             *REPO.glob("repro/**/*.py"), *REPO.glob("benchmarks/*.*"), REPO / "README.md"]
+    assert not [p for p in texts if "../shared" in p.read_text(errors="replace")]

@@ -25,6 +25,19 @@ def test_report_md_is_a_summary_linked_into_the_one_full_page(paper):
         assert (out / src).is_file(), src
 
 
+@pytest.mark.parametrize("paper", PAPERS)
+def test_every_row_and_column_note_of_paper_yaml_is_on_its_page(paper):
+    """A note on a row or column (the cross-paper rows' own papers' numbers in their own setting, a name as
+    printed, ours beside the paper's) is what a reader needs beside that table, so report.html shows it."""
+    import html
+
+    from repro.paper import load_paper
+    page = html.unescape((REPO / "results" / paper / "report.html").read_text())
+    spec = load_paper(REPO / "papers" / paper / "paper.yaml")
+    notes = [f"{e.label}: {e.note}" for t in spec.tables for e in [*t.columns, *t.rows] if e.note]
+    assert not [n for n in notes if n not in page]
+
+
 def test_committed_pages_are_a_fraction_of_their_embedded_size():
     """Every report page, REPORT.md and the index together: under 2.5 MB (8.96 MB when each page embedded its
     figures and REPORT.md rendered the whole report again)."""

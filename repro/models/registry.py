@@ -6,7 +6,7 @@ cfg is made (``default_cfgs``: input size, mean/std, crop, the paper and table; 
 factory.py); the function's docstring repeats the description (tests/test_model_registry.py holds the two
 equal). Any argument can be overridden through ``timm.create_model(name, **kwargs)`` (img_size,
 patch_size, depth, num_classes, ...). Sources: ConViT Table 1 (heads/dim), CMHSA Table 1, Aug-ViT Table 2
-and the release notes in ../shared/papers/README.md, patch-diversification Tables 2-5, Res-Post-LN
+and its official release, patch-diversification Tables 2-5, Res-Post-LN
 supplement Table 1.
 """
 from __future__ import annotations
