@@ -1,5 +1,5 @@
-"""The one-way rules of DESIGN.md over the import graph: plan -> run -> report, each reading only what the
-stage before wrote. Checked on the source (every import statement of every module, lazy ones included), and
+"""The pipeline's one-way rules (README, "Layout") over the import graph: plan -> run -> report, each
+reading only what the stage before wrote. Checked on the source (every import statement of every module, lazy ones included), and
 the report once more in a process where torch, timm and paper code cannot be imported at all."""
 from __future__ import annotations
 

@@ -27,18 +27,17 @@ Scales (protocol and every deviation from the paper: papers/convit/README.md):
          structure at Ti width: ConViT with 9 heads of width 24 (width 216, 3x3 init, 10 GPSA layers)
          against DeiT with 6 heads of width 32 (width 192), the paper's head counts and its 432 / 384
          width ratio; 20 epochs at f = 1, 3 seeds; speed at batch 128.
-- cpu:   the 2-core CPU, about 8 hours (a campaign that spans sessions). All of CIFAR-10 (JPEG copy)
-         and its 10,000 test images at 32 px; the paper's Table 2 structure shrunk to depth 6 and patch
-         4: ConViT with 9 heads of width 12 (width 108, a 3x3 convolutional init, 5 GPSA layers of 6
-         standing for 10 of 12) against DeiT with 6 heads of width 16 (width 96), the paper's head
-         counts and its 432 / 384 width ratio. 10 epochs at f = 1 (100 at f = 10 %), 3 seeds, two runs
-         at a time. Chosen on a split held out of the training set (README, "Regime"): there DeiT gains
-         11.2 points from 10x the data (the data-limited regime Table 2 is about). Only the cells that
-         carry the sample-efficiency claims: Table 2 at 10 % and 100 % with a third column, DeiT with 9
-         heads at width 108 (0.86M parameters, ConViT's own size: the control for capacity), Table 3
-         rows a and e pointing at Table 2's runs (its ablated rows b-d would double the campaign and are
-         left to small), Tables 5-6 on the trained pair (k = 3/5/10 of 10 GPSA layers become 2/3/5 of
-         5), Figs. 4-6 from the f = 1 runs.
+- cpu:   the 2-core CPU, a campaign across sessions (about 30 core-hours of runs). All of CIFAR-10 (JPEG copy)
+         and its 10,000 test images at 32 px; the paper's Table 2 structure shrunk to depth 6 and patch 4: ConViT
+         with 9 heads of width 12 (width 108, a 3x3 convolutional init, 5 GPSA layers of 6 standing for 10 of 12)
+         against DeiT with 6 heads of width 16 (width 96), the paper's head counts and its 432 / 384 width ratio.
+         10 epochs at f = 1 (100 at f = 10 %), 3 seeds, two runs at a time. Chosen on a split held out of the
+         training set (README, "Regime"): there DeiT gains 11.2 points from 10x the data (the data-limited regime
+         Table 2 is about). Only the cells that carry the sample-efficiency and ablation claims: Table 2 at 10 %
+         and 100 % with a third column, DeiT with 9 heads at width 108 (0.86M parameters, ConViT's own size: the
+         control for capacity), Table 3 rows a and e pointing at Table 2's runs, its ablated rows b-d trained at
+         10 % (3 seeds each), Tables 5-6 on the trained pair (k = 3/5/10 of 10 GPSA layers become 2/3/5 of 5),
+         Figs. 4-6 from the f = 1 runs.
 - full:  the paper's protocol: ImageNet-1k at 224 px, DeiT recipe, 300 epochs, 1 seed.
 """
 from __future__ import annotations
