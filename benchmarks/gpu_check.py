@@ -11,7 +11,7 @@ Per paper, its first ``small`` run that trains from scratch (the paper's main mo
    result must equal step 1's (exactly on a CPU; on a GPU within rounding of its nondeterministic kernels).
 Data: the scale's dataset when it is on disk (nothing is downloaded), else synthetic pixels of its
 shape. On a GPU, 20 steps of the small batch (512) per epoch; on a CPU, 4 steps of 16, which keeps all
-five papers near a minute on a 2-core machine (CI runs it). Exit code 1 when a paper fails.
+six papers (crosspaper included) near a minute on a 2-core machine (CI runs it). Exit code 1 when a paper fails.
 """
 from __future__ import annotations
 

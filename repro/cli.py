@@ -1,6 +1,6 @@
 """``python -m repro reproduce|list|deadline|forecast``: the command line, on Hydra.
 
-    python -m repro reproduce paper=convit [scale=tiny|small|full] [tables=table2,table3] [seeds=3] [key=value ...]
+    python -m repro reproduce paper=convit [scale=tiny|cpu|small|full] [tables=table2,table3] [seeds=3] [key=value ...]
     python -m repro list [paper=convit] [scale=...]
     python -m repro deadline 25m [--margin S] [--hold-back] reproduce paper=convit ...   (repro/run/deadline.py)
     python -m repro forecast [--bench FILE] [--paper ID] scale=small ...                 (repro/run/forecast.py)

@@ -1,5 +1,6 @@
-"""Result records: one JSON file per finished run (``results/<paper>/<scale>/records/<run_id>.json``), written
-atomically, with provenance, only ever by a real run; the report reads records and never trains."""
+"""Result records: one JSON file per run that ended, finished, diverged or failed
+(``results/<paper>/<scale>/records/<run_id>.json``), written atomically, with provenance, only ever by a
+real run; the report reads records and never trains."""
 from __future__ import annotations
 
 import errno

@@ -77,7 +77,7 @@ def composed(scale: str) -> dict:
 
 
 def test_convit_table2_cells_at_every_scale():
-    """keys.md: rows f5..f100; a DeiT run fills deit_top1/deit_top5 from metrics top1/top5."""
+    """ConViT Table 2: rows f5..f100; a DeiT run fills deit_top1/deit_top5 from metrics top1/top5."""
     expected_models = {"tiny": ("repro_deit_tiny_c32", "repro_convit_tiny_c32"),
                        "small": ("repro_deit_tiny_c32", "repro_convit_tiny9_c32"),
                        "full": ("repro_deit_small", "repro_convit_small")}

@@ -7,7 +7,7 @@ of paper.yaml, at each scale (protocol and every choice the paper leaves open: p
 - table1: the eight rows. Baselines and single-phase rows train 2E epochs; a two-phase row trains the
   convolution phase E epochs (its record fills table two_phase), then the attention phase E epochs
   starting from it (``config["init"]``: the engine loads the conv run's final model and calls
-  ``repro.models.transfer:conv_to_mhsa``). CMHSA-3's attention phase is Figure 2's conv-init run with
+  ``models.conv_to_mhsa``). CMHSA-3's attention phase is Figure 2's conv-init run with
   warm-up (the same training: evaluation never touches its random state), which fills both cells. The time
   column is a timing probe per row (papers/cmhsa/timing.py).
 - figure2: the attention phase for E epochs from the CMHSA-3 conv phase or from random weights, with

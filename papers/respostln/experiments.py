@@ -19,8 +19,8 @@ Scales (protocol and deviations: papers/respostln/README.md):
 - cpu:   the 2-core CPU in about 3.5 hours (a campaign that spans sessions). Probes as small. Training:
          tiny's narrow model (width 64, 2 heads, patch 8, augmentation off) at depth 12 and 24, on all of
          CIFAR-10 (JPEG q75) and its 10,000 test images for 2 epochs, at lr 1e-3, 3e-3, 5e-3 and 1e-2,
-         each without warm-up and with a warm-up of 10 % of the updates, 3 seeds, two runs at a time (144
-         trainings). Checked on a split held out of the training set (README, "Regime"), which added 1e-2.
+         each without warm-up and with a warm-up of 10 % of the updates, 3 seeds (12 for Post-LN without
+         warm-up at depth 24 and lr 1e-2, judged as a rate), two runs at a time (153 trainings). Checked on a split held out of the training set (README, "Regime"), which added 1e-2.
 - small: probes on the whole grid of the issue (L 6-48, d 64-512, 8 samples, 3 seeds): CPU minutes,
          no GPU needed. Training: 24 blocks of width 96 (3 heads, patch 4), whole CIFAR-10, 20 epochs at
          lr 5e-3 (chosen from tiny-sized trials at depth 24, not yet run), 3 seeds: one GPU.
@@ -52,7 +52,7 @@ PROBES = {
 }
 PROBES["cpu"] = PROBES["small"]  # the cpu scale's probes are small's
 
-# Training without the regularisers at tiny and small: the question is whether the optimiser makes
+# Training without the regularisers below full: the question is whether the optimiser makes
 # progress at all, and Mixup / RandAugment / erasing would only slow the runs that do.
 PLAIN = {"mixup": 0.0, "cutmix": 0.0, "aa": None, "reprob": 0.0, "smoothing": 0.0, "drop_path": 0.0}
 STABILITY = {

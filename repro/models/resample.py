@@ -3,7 +3,7 @@
 Everything but the learned position embedding carries over unchanged; the embedding is resampled to
 the new patch grid by timm's ``resample_abs_pos_embed`` (bicubic over the grid, prefix tokens kept),
 as DeiT's fine-tuning at 384 px does. Used as an engine ``config["init"]`` function (the same hook
-that two-phase training uses): ``{"from": source.as_source(), "fn": "repro.models.resample:at_new_resolution"}``.
+that two-phase training uses): ``{"from": source.as_source(), "fn": "models.at_new_resolution"}``.
 """
 from __future__ import annotations
 

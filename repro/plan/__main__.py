@@ -33,7 +33,7 @@ def _old_plan(paper: str, scale: str) -> dict | None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m repro.plan", description=__doc__)
     ap.add_argument("--paper", action="append", help="paper id (repeatable); default: every paper")
-    ap.add_argument("--scale", action="append", help="scale (repeatable); default: those with records")
+    ap.add_argument("--scale", action="append", help="scale (repeatable); default: those with records or a plan")
     args = ap.parse_args(argv)
     try:
         for paper in args.paper or known_papers():

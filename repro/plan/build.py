@@ -138,7 +138,7 @@ def plan(c: dict, overrides: dict | None = None, command: list[str] | tuple = ()
                      "depends_on": deps, "group": group[s.run_id]})
     cells = sorted({(s.table, s.cell["row"], col) for s in specs for col in s.cell["columns"]})
     scale = specs[0].scale if specs else c["scale"]  # a smoke plan is filed under <scale>-smoke, as its runs
-    by_scale = resolves_by_scale(c["paper"])  # what the scale resolves (empty: it judges no training claim)
+    by_scale = resolves_by_scale(c["paper"])  # what the scale resolves (empty: no claim designed for it; full judges every claim regardless)
     return sealed({"schema": SCHEMA, "paper": c["paper"], "scale": scale, "seeds": c.get("seeds"),
                    "resolves": by_scale.get(c["scale"], []), "resolves_by_scale": by_scale,
                    "cells": [list(x) for x in cells], "models": _models(specs), "runs": runs, "fills": fills,

@@ -37,7 +37,7 @@ def unique_scales(scales) -> list:
 
 
 def reproduce_command(paper: str, table: str, scale: str | None) -> str:
-    """The command that fills a table's missing cells (keys.md)."""
+    """The command that fills a table's missing cells."""
     return f"make reproduce PAPER={paper}" + (f" SCALE={scale}" if scale else "") + f" TABLES={table}"
 
 

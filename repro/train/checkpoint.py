@@ -1,4 +1,5 @@
-"""Checkpoints that make a killed run resume exactly where its last completed epoch left it.
+"""Checkpoints that make a stopped run resume exactly from its last save: the first epoch end
+``runtime.checkpoint_every_s`` after the previous save, or the point where SIGTERM stopped it.
 
 One file per run (``<run dir>/last.pt``, replaced atomically, loaded ``weights_only``) with everything a resume
 needs, RNG states included. The last epoch is always saved, so a finished run's ``last.pt`` is its final model
