@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PAPER  ?=
 SCALE  ?=
 
-.PHONY: install constraints test test-fast reproduce reproduce-all plan report bench gpu-check zoo clean
+.PHONY: install constraints test test-fast reproduce reproduce-all plan report bench gpu-check zoo
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)

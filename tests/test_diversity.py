@@ -197,7 +197,7 @@ def test_s4_linear_bound_holds_on_a_small_augvit():
 def test_s4_stack_without_augmented_shortcuts_has_alpha_one():
     model = small_vit()
     rows = aug.s4_bound(model, torch.randn(2, 3, 32, 32))
-    assert all(r["alpha"] == 1.0 and r["beta"] == 1.0 for r in rows)
+    assert len(rows) == 3 and all(r["alpha"] == 1.0 and r["beta"] == 1.0 for r in rows)  # one per block
 
 
 def test_block_input_hook_is_removed():

@@ -32,14 +32,17 @@ def _config(*overrides: str) -> dict:
 def test_committed_records_keep_their_run_ids(scale):
     """Every committed tiny / cpu record is still one of its paper's runs: the small scale's switch to
     torchvision's CIFAR-10 and the download flag left these ids alone."""
+    checked = 0
     for paper in known_papers():
         folder = REPO / "results" / paper / scale / "records"
         if scale not in paper_scales(paper) or not folder.is_dir():
             continue
+        checked += 1
         register_models(paper)
         ids = {s.run_id for s in build_specs({**_config(f"scale={scale}"), "paper": paper})}
         committed = {p.stem for p in folder.glob("*.json")}
         assert committed and committed <= ids, (paper, sorted(committed - ids)[:3])
+    assert checked == 6  # every paper has committed records at tiny and at cpu
 
 
 def test_small_and_full_train_on_data_one_can_download():

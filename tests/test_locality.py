@@ -252,17 +252,37 @@ def test_evaluate_counts_top1_and_top5_over_batches():
     assert evaluate(_Logits(), loader) == res
 
 
+class _CentredHead(nn.Module):
+    """The head on features centred over the batch: a scrambled model's features share one large part across
+    images, which alone would decide every prediction; without it, predictions follow the images."""
+
+    def __init__(self, head):
+        super().__init__()
+        self.head = head
+
+    def forward(self, f):
+        return self.head(f - f.mean(0))
+
+
 def test_tables_5_and_6_clip_k_and_score_each_intervention():
-    m = _scramble(_convit(num_classes=5), std=0.1)
-    x, y = torch.randn(16, 3, 32, 32), torch.randint(0, 5, (16,))
+    """Labels are the unmasked model's own predictions (top-1 100 %), so each intervention's score is its own:
+    a table that scored the unmasked model under a mask's name, or the reverse, fails."""
+    m = _scramble(_convit(num_classes=5)).eval()
+    m.head = _CentredHead(m.head)
+    x = torch.randn(32, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        y = m(x).argmax(-1)
     t5 = table5_pos_embed(m, x, y)
     with pos_embed_masked(m):
-        assert t5 == {"top1": evaluate(m, x, y)["top1"], "top1_pos_masked": evaluate(m, x, y)["top1"]}
+        masked = evaluate(m, x, y)["top1"]
+    assert t5 == {"top1": 100.0, "top1_pos_masked": masked} and masked < 100.0
     rows = table6_masked_attention(m, x, y)
     assert [(r["k"], r["k_used"]) for r in rows] == [(3, 2), (5, 2), (10, 2)]
-    with gpsa_attention_masked(m, 2, "content"):
-        assert rows[0]["top1_content_masked"] == evaluate(m, x, y)["top1"]
-    assert rows[2]["top1_none"] == evaluate(m, x, y)["top1"]
+    for how in ("content", "position"):
+        with gpsa_attention_masked(m, 2, how):
+            masked = evaluate(m, x, y)["top1"]
+        assert rows[0][f"top1_{how}_masked"] == masked < 100.0
+    assert rows[2]["top1_none"] == 100.0
 
 
 def test_tracker_records_plain_lists_and_keeps_training_mode():

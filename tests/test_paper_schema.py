@@ -196,8 +196,8 @@ def test_figure_axis_scales_are_checked(tmp_path):
 
 def test_printed_numbers_are_cited_by_the_papers_own_table_never_by_a_file_outside_the_repository():
     """A clone holds no ../shared folder and none of the extracted texts once read there (``*.txt``): every
-    source a report shows (a table's, a figure's, a claim's) names the paper's table, figure or section, and
-    a table's source names the paper's arXiv id where it has one."""
+    source (a table's, a figure's and a claim's, which the report shows, and the paper's own) names the paper's
+    table, figure, section or text, and a table's source names the paper's arXiv id where it has one."""
     outside = re.compile(r"\.\./|\b[\w-]+\.txt\b")
     for path in sorted((REPO / "papers").glob("*/paper.yaml")):
         paper = load_paper(path)

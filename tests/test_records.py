@@ -3,6 +3,7 @@ import multiprocessing as mp
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -72,24 +73,65 @@ def test_concurrent_writers_never_leave_partial_file(tmp_path):
     for p in procs:
         p.join()
         assert p.exitcode == 0
+    assert seen > 0  # the reader overlapped the writers
     records.read_record(path)
     assert not [f for f in path.parent.iterdir() if f.suffix == ".tmp"]
 
 
-def _slow_writer(root):
-    records.write_record(_rec("killed", metrics={"blob": list(range(3_000_000))}), root=root)
+class _Stalled:
+    """A file that writes the first half of what it is given, says so (``flag``) and hangs: a kill now lands
+    inside the write."""
+
+    def __init__(self, f, flag):
+        self.f, self.flag = f, flag
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return self.f.__exit__(*exc)
+
+    def fileno(self):
+        return self.f.fileno()
+
+    def write(self, data):
+        self.f.write(data[: len(data) // 2])
+        self.f.flush()
+        _stall(self.flag)
 
 
-def test_kill_during_write_keeps_old_record(tmp_path):
+def _stall(flag):
+    Path(flag).touch()
+    time.sleep(600)
+
+
+def _stalled_writer(root, flag, stage):
+    """A record write that hangs half-way through its bytes ("write") or with all of them written and synced,
+    before the rename ("rename")."""
+    if stage == "write":
+        real = os.fdopen
+        os.fdopen = lambda fd, mode: _Stalled(real(fd, mode), flag)
+    else:
+        os.fsync = lambda fd: _stall(flag)
+    records.write_record(_rec("killed", metrics={"top1": 2.0}), root=root)
+
+
+@pytest.mark.parametrize("stage", ["write", "rename"])
+def test_kill_during_write_keeps_old_record(tmp_path, stage):
     records.write_record(_rec("killed", metrics={"top1": 1.0}), root=tmp_path)
-    ctx = mp.get_context("spawn")
-    p = ctx.Process(target=_slow_writer, args=(tmp_path,))
+    flag = tmp_path / "stalled"
+    p = mp.get_context("spawn").Process(target=_stalled_writer, args=(tmp_path, flag, stage))
     p.start()
-    time.sleep(2.0)  # inside the JSON dump / write of a large record
+    deadline = time.monotonic() + 120
+    while not flag.exists() and p.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert flag.exists(), "the writer never reached the stall"
     os.kill(p.pid, signal.SIGKILL)
     p.join()
-    rec = records.read_record(records.record_path("convit", "tiny", "killed", tmp_path))
-    assert rec["metrics"] in ({"top1": 1.0}, {"blob": list(range(3_000_000))})
+    assert p.exitcode == -signal.SIGKILL
+    path = records.record_path("convit", "tiny", "killed", tmp_path)
+    assert records.read_record(path)["metrics"] == {"top1": 1.0}
+    assert [f.suffix for f in path.parent.iterdir() if f != path] == [".tmp"]  # the killed write's, never read
 
 
 def test_git_dirty_means_code_changed_not_results(tmp_path):

@@ -123,15 +123,30 @@ def test_two_identical_commands_train_each_run_once(dirs):
     assert len(trained) == len({line.split()[2] for line in trained}) == 4  # 2 fractions x 2 seeds, once each
 
 
-def test_a_read_only_results_folder_fails_before_training(dirs, capsys):
-    if os.geteuid() == 0:
-        pytest.skip("root writes to read-only folders")
+def _as_permissions_say(cmd: list[str]) -> list[str]:
+    """The command as a process that obeys folder permissions: root (CI runs as root) without the capabilities
+    that let it write into a read-only folder (setpriv, util-linux)."""
+    if os.geteuid() != 0:
+        return cmd
+    if shutil.which("setpriv") is None:
+        pytest.fail("running as root without setpriv: cannot drop CAP_DAC_OVERRIDE to test a read-only folder")
+    return ["setpriv", "--bounding-set=-dac_override,-dac_read_search", *cmd]
+
+
+def _one_line_exit_2(proc: subprocess.CompletedProcess) -> str:
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0, (proc.returncode, proc.stderr[-2000:])
+    return proc.stderr
+
+
+def test_a_read_only_results_folder_fails_before_training(dirs):
+    cmd = _as_permissions_say([sys.executable, "-m", "repro", "reproduce", *fast_args(dirs["pid"])])
     dirs["results"].chmod(0o500)
     try:
-        err = one_line_error(capsys, main(["reproduce", *fast_args(dirs["pid"])]))
+        proc = subprocess.run(cmd, env=subprocess_env(dirs), cwd=dirs["papers"].parent, capture_output=True,
+                              text=True, timeout=300)
     finally:
         dirs["results"].chmod(0o700)
-    assert "is not writable" in err and not (dirs["cache"] / "runs").exists()
+    assert "is not writable" in _one_line_exit_2(proc) and not (dirs["cache"] / "runs").exists()
 
 
 def test_a_results_folder_that_is_a_file_fails_before_training(dirs, capsys, monkeypatch):
@@ -275,23 +290,22 @@ def test_a_cache_folder_that_cannot_be_written_is_one_line(dirs, capsys, monkeyp
 
 
 @pytest.mark.parametrize("read_only", [False, True])
-def test_the_report_on_a_folder_it_cannot_write_is_one_line(tmp_path, capsys, read_only):
-    from repro.report.__main__ import main as report_main
+def test_the_report_on_a_folder_it_cannot_write_is_one_line(tmp_path, read_only):
     results = tmp_path / "results"
     if read_only:
-        if os.geteuid() == 0:
-            pytest.skip("root writes to read-only folders")
         results.mkdir()
         results.chmod(0o500)
     else:
         results.write_text("a file where the results folder should be")
+    cmd = _as_permissions_say([sys.executable, "-m", "repro.report", "--paper", "convit", "--papers-dir",
+                               str(REPO / "papers"), "--results-dir", str(results), "--notebook", "none"])
     try:
-        code = report_main(["--paper", "convit", "--papers-dir", str(REPO / "papers"), "--results-dir", str(results),
-                            "--notebook", "none"])
+        proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
     finally:
         if read_only:
             results.chmod(0o700)
-    err = one_line_error(capsys, code)
+    err = _one_line_exit_2(proc)
     assert (f"cannot write the reports to {results}" if read_only else f"{results} is a file, not a folder") in err
 
 

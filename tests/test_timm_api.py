@@ -331,4 +331,4 @@ def test_trains_two_steps_through_timms_data_pipeline_with_grad_checkpointing(tm
             assert logits.shape == (len(targets), 2) and torch.equal(logits, model(images))
             correct += int((logits.argmax(1) == targets).sum())
             seen += len(targets)
-    assert seen == 6 and 0 <= correct <= seen
+    assert seen == 6

@@ -8,6 +8,7 @@ controls for similarity claims, and evidence kinds counted apart in the headline
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -275,5 +276,8 @@ def test_the_notebook_and_the_committed_report_find_the_same_verdicts(pid, tmp_p
         os.chdir(cwd)
     ours = {(v.claim.id, v.scale): v.verdict for v in view.verdicts}
     assert ours == {(c["id"], c["scale"]): c["verdict"] for c in summary["claims"]}
-    index = (root / "results" / "index.html").read_text()
-    assert all(c["label"] in index for c in summary["claims"])
+    index = re.findall(rf'class="verdict v-([a-z-]+)" data-scale="(\w+)">[^<]*</span>\s*'
+                       rf'<a href="{pid}/report\.html#claim-([^"]+)-(\w+)">',
+                       (root / "results" / "index.html").read_text())
+    assert {(claim, scale): v for v, _, claim, scale in index} == \
+        {(c["id"], c["scale"] or "none"): c["verdict"].replace(" ", "-") for c in summary["claims"]}

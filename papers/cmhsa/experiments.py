@@ -30,8 +30,6 @@ Scales:
 """
 from __future__ import annotations
 
-import math
-
 from repro.models.transfer import bias_scale
 from repro.runs import RunSpec, fill
 
