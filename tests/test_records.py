@@ -60,7 +60,7 @@ def _writer(root, tag, n):
 
 def test_concurrent_writers_never_leave_partial_file(tmp_path):
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_writer, args=(tmp_path, t, 15)) for t in ("a", "b")]
+    procs = [ctx.Process(target=_writer, args=(tmp_path, t, 40)) for t in ("a", "b")]
     for p in procs:
         p.start()
     path = records.record_path("convit", "tiny", "shared", tmp_path)
