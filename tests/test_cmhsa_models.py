@@ -11,7 +11,8 @@ from repro.models.conv_phase import PatchConvolution, conv_phase_vit
 from repro.models.patches import patchify
 from repro.models.transfer import (conv_layer_to_attention, conv_patch_blocks, conv_to_mhsa, head_offsets,
                                    heads_required, interior_mask, neighbourhood_radius)
-from repro.probes.conv_theorems import (predicted_attention, centre_patch_map, head_bound_table, lemma2_table,
+from papers.cmhsa.theorems import head_bound_row
+from repro.probes.conv_theorems import (predicted_attention, centre_patch_map, lemma2_table,
                                         model_transfer_gap, one_hot_head_residuals, patch_errors,
                                         predicted_border_output, random_patch_conv, sampled_one_hot_residual,
                                         transferred_attention)
@@ -143,16 +144,15 @@ def test_two_block_model_interior_shrinks_by_depth():
     assert rows[-1]["block"] == "logits" and rows[-1]["all_mean_err"] > 0
 
 
-def test_head_lower_bounds():
-    rows = head_bound_table(kernels=(3, 5))
-    assert {(r["input"], r["kernel"], r["heads_needed"]) for r in rows} == \
-        {("patch", 3, 9), ("patch", 5, 9), ("pixel", 3, 9), ("pixel", 5, 25)}
-    for r in rows:
-        assert r["positional_rank"] == r["heads_needed"]
-        if r["heads"] == r["heads_needed"]:
-            assert r["one_hot_residual"] < 1e-12 and r["positional_residual"] < 1e-12
-        else:
-            assert r["one_hot_residual"] > 1e-3 and r["positional_residual"] > 1e-3
+@pytest.mark.parametrize("kernel, patch, channels, needed", [(3, 3, 1, 9), (5, 5, 1, 9), (3, 1, 3, 9), (5, 1, 5, 25)])
+def test_head_lower_bounds(kernel, patch, channels, needed):
+    """Theorems 5 / 6 through the probe the head_bounds table runs: patch input (P = K) needs 9 heads, pixel
+    input (P = 1, C_in = C_out = K) K^2; one head fewer leaves a residual, by one-hot, any positional
+    attention and an explicit least-squares fit alike."""
+    r = head_bound_row({"theorem": {"kernel": kernel, "patch": patch, "channels": channels}})
+    assert r["heads_needed"] == r["positional_rank"] == needed
+    assert max(r["one_hot_at"], r["positional_at"], r["lstsq_at"]) < 1e-12
+    assert min(r["one_hot_below"], r["positional_below"], r["lstsq_below"]) > 1e-3
 
 
 def test_greedy_offsets_are_optimal_and_match_sampled_lstsq():

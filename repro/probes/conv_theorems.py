@@ -7,10 +7,10 @@ err_i = ||y'_i - y_i|| / mean_j ||y_j|| (patch norms of the reference over the w
 the mean patch norm rather than ||y_i|| keeps the measure meaningful for tiny patches (P = 1, C = 1),
 where a single output value can be close to zero.
 
-Head bounds (``head_bound_table``). The convolution restricted to one query patch is a linear map T from
-the pixels of its neighbour patches to its own output; we compute T exactly by convolving basis images
-(no index arithmetic shared with ``repro.models.transfer``). Inputs are white noise, so least squares has
-a closed form:
+Head bounds (read by papers/cmhsa/theorems.py's ``head_bound_row``). The convolution restricted to one query
+patch is a linear map T from the pixels of its neighbour patches to its own output; we compute T exactly by
+convolving basis images (no index arithmetic shared with ``repro.models.transfer``). Inputs are white noise,
+so least squares has a closed form:
 - one-hot positional heads (head h attends only the patch at offset delta_h, value = identity, output
   projection free): the model sees exactly the pixels of the chosen patches, and the best fit leaves
   residual^2 = sum of ||T[:, patch delta]||^2 over the patches not chosen. Patches are disjoint pixel sets,
@@ -25,7 +25,7 @@ a closed form:
   rank R = min((2m+1)^2, D_in * D_out): 9 for patch input (2 <= P, K <= 2P + 1) and min(K^2, C_in * C_out)
   for pixel input (P = 1). Without the softmax constraint (weights >= 0, summing to 1) a single channel
   pixel conv is one positional head (a_delta = kernel); the K^2 bound then needs C_in * C_out >= K^2,
-  which the table's pixel rows use (C = K). The one-hot rows need K^2 heads for any C.
+  which the head_bounds table's pixel rows use (C = K). The one-hot rows need K^2 heads for any C.
 """
 from __future__ import annotations
 
@@ -279,27 +279,6 @@ def sampled_one_hot_residual(weight: torch.Tensor, patch: int, offsets: list[int
     feats = x[:, offsets].reshape(samples, -1)
     coef = torch.linalg.lstsq(feats, y).solution
     return ((y - feats @ coef).norm() / y.norm()).item()
-
-
-def head_bound_table(kernels=(3, 5), patch: int | None = None, channels: int = 1, seed: int = 0) -> list[dict]:
-    """Theorems 5 / 6: residuals of the best H-head fits of a random KxK conv, patch input (P = ``patch``,
-    default P = K, where Theorem 6's one-hot-column argument applies) and pixel input (P = 1, C_in = C_out
-    = K channels so that C_in * C_out >= K^2)."""
-    gen = torch.Generator().manual_seed(seed)
-    rows = []
-    for k in kernels:
-        for setting, p, c in (("patch", patch or k, channels), ("pixel", 1, k)):
-            radius = neighbourhood_radius(k, p) + 1
-            weight = torch.randn(c, c, k, k, generator=gen, dtype=torch.float64)
-            t = centre_patch_map(weight, p, radius)
-            need = heads_required(k, p)
-            rank, pos = positional_rank_residuals(t, need)
-            one_hot = one_hot_head_residuals(t, need)
-            for h in (need - 1, need):
-                rows.append({"kernel": k, "input": setting, "patch": p, "channels": c, "heads": h,
-                             "heads_needed": need, "one_hot_residual": one_hot[h - 1]["residual"],
-                             "positional_rank": rank, "positional_residual": pos[h - 1]})
-    return rows
 
 
 @torch.no_grad()
