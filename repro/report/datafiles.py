@@ -131,18 +131,21 @@ def values_csv(cmp: Comparison) -> str:
 
 
 def claims_csv(a: Assessment) -> str:
-    """claims.csv: one row per claim and precondition at each scale, quoted from its deciding comparison."""
+    """claims.csv: one row per claim and precondition at each scale, quoted from its deciding comparison; its
+    effect, interval and paper effect signed as the READMEs and the first screen sign them (+ = the claim's
+    direction: below a bound, how far), where comparisons.csv keeps lhs - rhs - margin."""
     rows = []
     for v in a.verdicts + a.preconditions:
         r = claim_row(a.cmp, v)
-        ci, means = r["ci"] or [None, None], r["means"] or [None, None]
+        toward = r["toward"]
+        ci, means = toward["ci"] or [None, None], r["means"] or [None, None]
         rows.append({"claim": r["id"], "scale": v.scale or "", "kind": r["kind"], "reading": v.claim.reading,
                      "verdict": said(v.verdict, v.claim.evidence), "label": v.label, "text": v.claim.text,
                      "setting": r["setting"]["text"] if v.scale else "", "compared": r["compared"],
-                     "comparisons": r["comparisons"], "effect": r["effect"], "ci95_low": ci[0], "ci95_high": ci[1],
+                     "comparisons": r["comparisons"], "effect": toward["effect"], "ci95_low": ci[0], "ci95_high": ci[1],
                      "p_holm": r["p"], **_sides(r["n"]), "margin": r["margin"], "lhs_mean": means[0],
                      "rhs_mean": means[1],
-                     "paper_effect": r["paper_effect"], "unit": r["unit"], "qualifier": r["qualifier"],
+                     "paper_effect": toward["paper"], "unit": r["unit"], "qualifier": r["qualifier"],
                      "preconditions": "; ".join(f"{p['id']}: {p['label']}" + (f" ({p['measured']})" if p["measured"]
                                                                               else "") for p in r["preconditions"]),
                      "result": v.result})

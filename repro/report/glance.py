@@ -6,7 +6,8 @@ from collections import Counter
 from repro.report.assess import Assessment
 from repro.report.cells import Comparison, column_unit, difference_unit, order_scales
 from repro.report.pairwise import (FAILS, HOLDS, INCONCLUSIVE, JUDGED, MIN_SEEDS, NOT_RESOLVABLE, NOT_RUN,
-                                      NOT_TESTABLE, OUTSIDE, Check, Verdict, decisive, p_sides, said)
+                                      NOT_DESIGNED, NOT_TESTABLE, OUTSIDE, SMOKE, Check, Verdict, decisive, p_sides,
+                                      said)
 from repro.report.provenance import _joined
 from repro.report.setting import joined, run_setting, with_measured
 from repro.report.stats import holm
@@ -214,16 +215,17 @@ def row(cmp: Comparison, v: Verdict, drawn: set | frozenset = frozenset()) -> di
 
 
 def tallies(a: Assessment, screen: list[dict]) -> dict[str, dict]:
-    """Per scale, the counts every block quotes: training kinds apart, theory with its fails, preconditions."""
+    """Per scale, the counts every block quotes, by the kinds REPORT.md's headline counts (``tally.kind``: the
+    paper's training claims, cited, ours, theory, timing, preconditions), each claim designed for the scale
+    once, not-run ones included; theory with its fails named; under-trained rows per kind."""
     rows = {b["scale"]: b["rows"] for b in screen}
     out = {}
     for scale in order_scales(a.cmp.scales):
-        judged = [v for v in a.verdicts + a.preconditions if v.scale == scale and v.verdict in (*JUDGED, OUTSIDE)]
-        t = {k: _count(r["verdict"] for r in rows.get(scale, []) if r["kind"] == k) for k in ("training", "cited", "ours")}
-        for k in ("theory", "timing", "precondition"):
-            t[k] = _count(said(v.verdict, k) for v in judged if v.claim.evidence == k)
-        t["theory_fails"] = [v.claim.id for v in judged if v.claim.evidence == "theory" and v.verdict == FAILS]
-        t["under_trained"] = sum(bool(r["qualifier"]) for r in rows.get(scale, []))
+        aimed = [v for v in a.verdicts + a.preconditions if v.scale == scale and v.verdict not in (SMOKE, NOT_DESIGNED)]
+        t = {k: _count(said(v.verdict, v.claim.evidence) for v in aimed if kind(v) == k)
+             for k in ("training", "cited", "ours", "theory", "timing", "precondition")}
+        t["theory_fails"] = [v.claim.id for v in aimed if kind(v) == "theory" and v.verdict == FAILS]
+        t["under_trained"] = dict(Counter(r["kind"] for r in rows.get(scale, []) if r["qualifier"]))
         t["smoke"] = is_smoke(scale)
         out[scale] = t
     return out

@@ -116,6 +116,12 @@ def paper_block(summary: dict, cost: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
+def _under(t: dict, k: str) -> str:
+    """' (5 under-trained)' beside the kind whose rows a budget precondition left under-trained."""
+    n = (t.get("under_trained") or {}).get(k)
+    return f" ({n} under-trained)" if n else ""
+
+
 def index_block(summaries: list[dict], cost: dict[str, dict[str, str]]) -> str:
     """README.md's results table, cut from each summary's tallies: per paper and scale, counts and cost."""
     lines = ["| paper | scale | the paper's training claims | cited | ours | theory | preconditions | cost |",
@@ -124,9 +130,9 @@ def index_block(summaries: list[dict], cost: dict[str, dict[str, str]]) -> str:
         for i, scale in enumerate(s["scales"]):
             t = (s.get("tallies") or {}).get(scale) or {}
             name = f"[{s['paper']}](papers/{s['paper']}/)" if i == 0 else ""
-            under = f" ({t['under_trained']} under-trained)" if t.get("under_trained") else ""
-            train = "smoke" if t.get("smoke") else counts(t.get("training") or {}) + under
-            lines.append(f"| {name} | {scale} | {train} | {counts(t.get('cited') or {})} | {counts(t.get('ours') or {})} "
+            col = {k: counts(t.get(k) or {}) + _under(t, k) for k in ("training", "cited", "ours")}
+            train = "smoke" if t.get("smoke") else col["training"]
+            lines.append(f"| {name} | {scale} | {train} | {col['cited']} | {col['ours']} "
                          f"| {theory(t)} | {counts(t.get('precondition') or {})} | {cost[s['paper']].get(scale, '-')} |")
     return "\n".join(lines)
 
