@@ -197,7 +197,7 @@ def test_evidence_kinds_are_counted_apart_in_the_headline(tmp_path):
     cmp, v = _verdicts(tmp_path, cells)
     h = headline(cmp, list(v.values()))[0]
     assert v["ours_reading"].verdict == HOLDS and v["cited_claim"].verdict == HOLDS
-    assert h["ours"] == {"total": 1, "hold": 1, "fail": 0, "other": 0} and h["cited"]["hold"] == 1
+    assert h["ours"] == {"total": 1, "hold": 1, "fail": 0, "other": 0, "others": {}} and h["cited"]["hold"] == 1
     assert h["hold"] == 1  # small_gain only: the ours / cited claims are not the paper's own
     text = headline_text(h)
     assert "stricter readings (ours): 1 hold" in text and "cited: 1 hold" in text
@@ -281,3 +281,14 @@ def test_the_notebook_and_the_committed_report_find_the_same_verdicts(pid, tmp_p
                        (root / "results" / "index.html").read_text())
     assert {(claim, scale): v for v, _, claim, scale in index} == \
         {(c["id"], c["scale"] or "none"): c["verdict"].replace(" ", "-") for c in summary["claims"]}
+
+
+def test_the_headline_names_every_verdict_of_a_kind_and_a_paper_without_training_claims():
+    """'1 outside regime', never '1 other'; a comparison of ours with no training claim of the paper's says so."""
+    g = {"total": 3, "hold": 1, "fail": 0, "other": 2, "others": {"outside regime": 1, "inconclusive": 1}}
+    h = {"scale": "cpu", "training_total": 0, "training_designed": 0, "ours": g, "seeds": [3], "data": [],
+         "setting": "depth 6"}
+    text = headline_text(h)
+    assert text.startswith("cpu (depth 6): no training claim of the paper's; ")
+    assert "stricter readings (ours): 1 hold, 0 fail, 1 outside regime, 1 inconclusive (of 3)" in text
+    assert " other" not in text

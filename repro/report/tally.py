@@ -47,7 +47,8 @@ def headline(cmp: Comparison, verdicts: list[Verdict], preconditions: list[Verdi
             group = [v for v in (preconditions if k == "precondition" else at)
                      if kind(v) == k and v.scale == scale and v.verdict in (*JUDGED, OUTSIDE)]
             h[k] = {"total": len(group), "hold": count(group, HOLDS), "fail": count(group, FAILS),
-                    "other": len(group) - count(group, HOLDS) - count(group, FAILS)}
+                    "other": len(group) - count(group, HOLDS) - count(group, FAILS),
+                    "others": {said(w, k): count(group, w) for w in ORDER[2:] if count(group, w)}}
         h["theory_total"], h["theory_hold"] = h["theory"]["total"], h["theory"]["hold"]
         cells = [_cell(cmp, r, scale) for v in aimed for ch in v.checks for r in (ch.lhs, ch.rhs)]
         h["seeds"] = sorted({len(c.measured.values) for c in cells if c is not None})
@@ -62,6 +63,8 @@ def headline_text(h: dict) -> str:
     """One line: 'cpu: the paper's training claims: 2 hold, 3 fail ... (of 12 designed for cpu; 17 in all); ...'."""
     if is_smoke(h["scale"]):
         train = f"{h['training_total']} training claims not judged (smoke scale)"
+    elif not h["training_total"]:
+        train = "no training claim of the paper's"
     elif not h["training_designed"]:
         train = f"no training claim designed for this scale ({h['training_total']} not designed)"
     else:
@@ -78,7 +81,7 @@ def headline_text(h: dict) -> str:
         g = h.get(k) or {}
         if g.get("total"):
             name = {"precondition": "preconditions", "ours": "stricter readings (ours)"}.get(k, k)
-            rest = f", {g['other']} other" if g["other"] else ""
+            rest = "".join(f", {n} {w}" for w, n in (g.get("others") or {}).items())  # outside regime, inconclusive
             fail = f"{g['fail']} {'not met' if k == 'precondition' else 'fail'}"
             others.append(f"{name}: {g['hold']} {word}, {fail}{rest} (of {g['total']})")
     seeds = f"{'/'.join(map(str, h['seeds']))} seed(s) per cell" if h["seeds"] else ""
