@@ -10,8 +10,9 @@ import pytest
 
 from papers.convit import experiments as convit
 from repro.report.claims import FAILS, HOLDS, INCONCLUSIVE, combine
-from repro.report.glance import why
+from repro.report.glance import deciding, why
 from repro.report.pairwise import NOT_RUN, Check, Verdict
+from repro.report import stats
 from repro.paper import Claim, Ref, load_paper
 
 REPO = Path(__file__).resolve().parents[1]
@@ -89,3 +90,29 @@ def test_an_open_claim_waiting_for_comparisons_says_so():
     assert why(v, measured) == "3 of 4 comparisons not run yet"
     v.checks = [measured]
     assert why(v, measured) == "fewer than 3 seeds a side"  # once all are run, what the measured one says
+
+
+def _tested(verdict: str, effect: float, ci: tuple, resolvable: float, paper: float | None = None) -> Check:
+    ref = Ref("t", "r", "c")
+    test = stats.Test(effect, ci, 0.3, 0.7, "Welch t", 0.5, (3, 3), resolvable)
+    return Check(ref, ref, ">", verdict, "", "welch", effect, resolvable, [test], paper_effect=paper)
+
+
+def test_an_open_row_says_when_it_leans_against_the_claim_and_when_it_excludes_the_papers_effect():
+    """'effect below the resolvable' alone hid that the estimate points the other way, or that our interval
+    already rules out the effect the paper printed."""
+    ref = Ref("t", "r", "c")
+    claim = Claim(id="c", text="", source="", table="t", check="greater", pairs=[(ref, ref)], relation=">")
+    against = _tested(INCONCLUSIVE, -0.02, (-0.05, 0.01), 0.03)
+    assert why(Verdict(claim, "cpu", INCONCLUSIVE, "", checks=[against]), against) == \
+        "leans against the claim; effect below the resolvable 0.03"
+    small = _tested(INCONCLUSIVE, 0.45, (-1.08, 1.97), 1.6, paper=2.3)
+    assert why(Verdict(claim, "cpu", INCONCLUSIVE, "", checks=[small]), small) == \
+        "effect below the resolvable 1.6; the interval excludes the paper's +2.3"
+
+
+def test_a_claim_that_holds_somewhere_is_quoted_from_the_comparison_that_could_make_it_hold():
+    """Any comparison holding suffices, so an open one decides, not the one that clearly fails."""
+    failing, open_ = _tested(FAILS, -4.45, (-6.8, -2.1), 2.0), _tested(INCONCLUSIVE, 1.44, (-26.3, 29.2), 25.7)
+    assert deciding([failing, open_], somewhere=True) is open_
+    assert deciding([failing, open_]) is failing  # every one must hold: the failing one decides

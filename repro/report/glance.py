@@ -67,12 +67,15 @@ def _quantity(paper: Paper | None, ref: Ref) -> str:
     return " ".join(w for i, w in enumerate(words) if len(" ".join(words[:i + 1])) <= 18) or " ".join(words[:1])
 
 
-def deciding(checks: list[Check]) -> Check | None:
-    """The comparison a verdict rests on: failing first, then open, then the one closest to failing."""
-    order = (FAILS, INCONCLUSIVE, NOT_TESTABLE, HOLDS)
+def deciding(checks: list[Check], somewhere: bool = False) -> Check | None:
+    """The comparison a verdict rests on: failing first, then open, then the one closest to failing; for a
+    claim that holds somewhere (any comparison holding suffices), holding first, then open, then the failing
+    one closest to holding."""
+    order = (HOLDS, INCONCLUSIVE, NOT_TESTABLE, FAILS) if somewhere else (FAILS, INCONCLUSIVE, NOT_TESTABLE, HOLDS)
     shown = [c for c in checks if c.effect is not None]
+    sign = -1 if somewhere else 1  # toward holding: the largest effect in the claim's direction
     return min(shown, key=lambda c: (order.index(c.verdict) if c.verdict in order else len(order),
-                                     -c.effect if c.relation == "<=" else c.effect), default=None)
+                                     sign * (-c.effect if c.relation == "<=" else c.effect)), default=None)
 
 
 def _records(cmp: Comparison, ref: Ref, scale: str) -> list[dict]:
@@ -180,16 +183,23 @@ def why(v: Verdict, c: Check | None) -> str:
         return "its negative control passes the same check"
     if v.verdict == NOT_RESOLVABLE and c.paper_effect is not None and c.resolvable is not None:
         return f"the paper's effect {c.paper_effect:+.3g} is below the resolvable {c.resolvable:.3g}"
-    if decisive(c) is None:
+    t = decisive(c)
+    if t is None:
         return f"fewer than {MIN_SEEDS} seeds a side"
+    s = -1 if c.relation == "<=" else 1  # as shown: + is the claim's direction
+    lean = "leans against the claim; " if s * c.effect < 0 else ""
     if c.resolvable is not None and abs(c.effect) < c.resolvable:
-        return f"effect below the resolvable {c.resolvable:.3g}"
-    return "the 95 % interval crosses the threshold"
+        why_open = f"{lean}effect below the resolvable {c.resolvable:.3g}"
+    else:
+        why_open = f"{lean}the 95 % interval crosses the threshold"
+    if c.paper_effect is not None and t.ci and not t.ci[0] <= c.paper_effect <= t.ci[1]:
+        why_open += f"; the interval excludes the paper's {s * c.paper_effect:+.3g}"
+    return why_open
 
 
 def row(cmp: Comparison, v: Verdict, drawn: set | frozenset = frozenset()) -> dict:
     """One claim at one scale as the first screen shows it, linking the drawn figures of its tables."""
-    paper, c = cmp.paper, deciding(v.checks)
+    paper, c = cmp.paper, deciding(v.checks, v.claim.somewhere)
     tables = {r.table for ch in v.checks for r in (ch.lhs, ch.rhs) if r.const is None}
     t = decisive(c) if c else None
     ok, bad = p_sides(c) if c else ("", "")
@@ -272,7 +282,7 @@ def first_screen(a: Assessment, drawn: set | frozenset = frozenset()) -> list[di
         central = [v for v in a.verdicts
                    if v.scale == scale and kind(v) in CENTRAL and v.claim.evidence == "training" and v.verdict in SHOWN]
         rows = [row(cmp, v, drawn) for v in central]
-        correct_family([(r, deciding(v.checks)) for r, v in zip(rows, central)], cmp.paper)
+        correct_family([(r, deciding(v.checks, v.claim.somewhere)) for r, v in zip(rows, central)], cmp.paper)
         budget = "" if scale == "full" else ("at this budget, not the paper's protocol: each row names its own "
                                              "runs' setting, and its verdict is a finding about that setting")
         pre = [row(cmp, p, drawn) for p in a.preconditions if p.scale == scale and p.verdict in (*JUDGED, OUTSIDE)]

@@ -110,7 +110,8 @@ def paper_block(summary: dict, cost: dict[str, str]) -> str:
             lines += [f"| `{r['id']}`{_kind(r)} | {_verdict(r)} | {effect(r)} | {signed(r['toward'].get('paper'))} "
                       f"| {r['setting'].get('short', '')} |"
                       for r in block["rows"]]
-        pre = "; ".join(f"`{r['id']}` {r['verdict']} ({effect(r)})" for r in block.get("preconditions") or [])
+        pre = "; ".join(f"`{r['id']}` {r['verdict']} ({effect(r)}" + (f"; {r['why']})" if r.get("why") else ")")
+                        for r in block.get("preconditions") or [])
         lines += ([f"\nPreconditions: {pre}."] if pre else [])
         lines += ([f"\nTheory: {theory(t)}."] if t.get("theory") else []) + [""]
     return "\n".join(lines)
