@@ -212,7 +212,7 @@ def row(cmp: Comparison, v: Verdict, drawn: set | frozenset = frozenset()) -> di
             "setting": setting(cmp, [c] if c else v.checks, v.scale),
             "compared": f" {c.relation} ".join(pair_labels(paper, c.lhs, c.rhs, cmp, v.scale)) if c else "",
             "comparisons": len(v.checks), "relation": c.relation if c else "",
-            "unit": difference_unit(_unit(paper, c.lhs).strip()) if c else "",  # lhs - rhs: points, not %
+            "unit": _difference_unit(paper, c),
             "quantity": _quantity(paper, c.lhs) if c else "",
             "means": [_num(x) for x in c.means] if c and c.means else None, "margin": _num(c.margin) if c else None,
             "effect": _num(c.effect) if c else None, "ci": [_num(x) for x in t.ci] if t and t.ci else None,
@@ -222,6 +222,13 @@ def row(cmp: Comparison, v: Verdict, drawn: set | frozenset = frozenset()) -> di
             "paper_effect": _num(c.paper_effect) if c else None, "preconditions": pre,
             "figures": [f.id for f in paper.figures if f.table in tables and (f.id, v.scale) in drawn],
             "qualifier": f"under-trained ({', '.join(p.claim.id for p in under)} not met)" if under else ""}
+
+
+def _difference_unit(paper: Paper, c: Check | None) -> str:
+    """The effect's unit: lhs - rhs of accuracies is in points, not %; a rate's effect is a share of runs."""
+    if c is None:
+        return ""
+    return "of runs" if c.relation == "rate" else difference_unit(_unit(paper, c.lhs).strip())
 
 
 def tallies(a: Assessment, screen: list[dict]) -> dict[str, dict]:
