@@ -133,3 +133,13 @@ def test_committed_readmes_match_the_committed_summaries():
 def test_readme_size_limit(path):
     size = len((ROOT / path).read_text())
     assert size <= LIMIT, f"{path}: {size} characters, over {LIMIT}; move reference material to its own README"
+
+
+def test_a_row_resolved_only_on_its_own_p_says_so():
+    """Five ideas against one baseline are five chances of a "holds": a row whose p Holm-adjusted across them
+    is 0.05 or more says so beside its verdict; one that survives the family does not."""
+    row = {"verdict": "holds", "result": None, "why": "", "qualifier": "",
+           "family": {"size": 5, "p_holm": 0.067, "side": "holds"}}
+    assert readme._verdict(row) == "holds (on its own p; Holm across the 5 rows sharing its baseline: 0.067)"
+    row["family"]["p_holm"] = 0.01
+    assert readme._verdict(row) == "holds"

@@ -61,6 +61,9 @@ def _verdict(row: dict) -> str:
     shown = row["verdict"]
     if row.get("result") and row["result"] != shown:
         shown += f" (as measured: {row['result']})"
+    fam = row.get("family") or {}
+    if row["verdict"] in ("holds", "fails") and fam.get("p_holm", 0) >= 0.05:  # resolved on its own p only: say so
+        shown += f" (on its own p; Holm across the {fam['size']} rows sharing its baseline: {fam['p_holm']:.2g})"
     return shown + (f" ({row['why']})" if row.get("why") else "") + (f"; {row['qualifier']}" if row.get("qualifier") else "")
 
 
