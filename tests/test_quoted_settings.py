@@ -206,3 +206,14 @@ def test_the_cross_paper_table_in_the_index_states_each_rows_scope():
     table = (ROOT / "results" / "index.html").read_text().split('id="featured-crosspaper"', 1)[1].split("</details>")[0]
     assert "whether 10 epochs still limit the comparison is not measured" in table
     assert "the supplement claims stability, not accuracy" in table
+
+
+def test_a_setting_pairs_each_data_fraction_with_its_own_epochs():
+    """Epochs x 1/f: '10 %/all ... 10/100 epochs' read 10 % with 10 epochs; the pair is named together."""
+    run = {"img_size": 32, "state": "trained", "label": "DeiT", "family": "DeiT", "params": 680_000,
+           "dataset": "CIFAR-10 (JPEG q75)", "device": "cpu"}
+    s = joined([{**run, "fraction": 0.1, "epochs": 100}, {**run, "fraction": 1.0, "epochs": 10}])
+    assert "trained 10 % at 100 / all at 10 epochs" in s["short"] and "10/100" not in s["short"]
+    assert "10 % at 100 / all at 10 epochs" in s["text"]
+    same = joined([{**run, "fraction": 0.1, "epochs": 10}, {**run, "fraction": 1.0, "epochs": 10}])
+    assert "trained 10 epochs" in same["short"] and "10 %/all" in same["text"]  # one epoch count: shown apart

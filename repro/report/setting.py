@@ -78,6 +78,9 @@ def joined(runs: list[dict]) -> dict:
     share = _joined(percent(f) if f < 1 else "all" for f in values("fraction"))
     data = "; ".join(values("dataset"))
     epochs = _joined(values("epochs"))
+    paired = _paired(runs)
+    if paired:  # fractions and epochs vary together (epochs x 1/f): never "10 %/all ... 10/100 epochs"
+        share, epochs = "", paired
     out = {"img_size": sizes, "state": states, "models": values("label"), "families": values("family"),
            "params": values("params"), "fraction": values("fraction"), "epochs": epochs, "devices": devices,
            "pooled": len(devices) > 1,
@@ -91,6 +94,15 @@ def joined(runs: list[dict]) -> dict:
              share if share != "all" else "", "pooled hardware" if out["pooled"] else ""]
     out["short"] = ", ".join(p for p in ["/".join(f"{s} px" for s in sizes), *brief] if p)
     return out
+
+
+def _paired(runs: list[dict]) -> str:
+    """'10 % at 100 / all at 10' where runs differ in both data fraction and epochs, else ''."""
+    pairs = sorted({(r["fraction"], r["epochs"]) for r in runs
+                    if r.get("fraction") is not None and r.get("epochs") is not None})
+    if len({f for f, _ in pairs}) < 2 or len({e for _, e in pairs}) < 2 or len(pairs) != len({f for f, _ in pairs}):
+        return ""
+    return " / ".join(f"{percent(f) if f < 1 else 'all'} at {e}" for f, e in pairs)
 
 
 def measured_row(table: Table, row: str, scale: str | None, index) -> str:
