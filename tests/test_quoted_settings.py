@@ -104,6 +104,7 @@ def test_every_readme_row_quotes_the_reports_deciding_comparison():
     weakest of several comparisons chosen apart."""
     for pid in _papers():
         claims = {(r["claim"], r["scale"]): r for r in csv.DictReader((ROOT / "results" / pid / "claims.csv").open())}
+        comps = list(csv.DictReader((ROOT / "results" / pid / "comparisons.csv").open()))
         scale = None
         for line in _block(ROOT / "papers" / pid / "README.md").splitlines():
             if line.startswith("**"):
@@ -112,6 +113,10 @@ def test_every_readme_row_quotes_the_reports_deciding_comparison():
                 cells = [c.strip() for c in line.split("|")]
                 claim = claims[(cells[1].split("`")[1], scale)]
                 assert cells[3].split(" ")[0] == f"{float(claim['effect']):+.3g}", (pid, cells[1])  # one sign
+                if " <= " in claim["compared"]:  # below a bound: + is how far below, the raw lhs - rhs negated
+                    raw = [float(c["effect"]) for c in comps if (c["claim"], c["scale"]) == (claim["claim"], scale)
+                           and c["effect"]]
+                    assert any(abs(r + float(claim["effect"])) <= 1e-3 * max(1.0, abs(r)) for r in raw), cells[1]
                 paper = f"{float(claim['paper_effect']):+.3g}" if claim["paper_effect"] else "-"
                 assert cells[4] == paper, (pid, cells[1])
 

@@ -130,7 +130,8 @@ def _as_permissions_say(cmd: list[str]) -> list[str]:
         return cmd
     if shutil.which("setpriv") is None:
         pytest.fail("running as root without setpriv: cannot drop CAP_DAC_OVERRIDE to test a read-only folder")
-    return ["setpriv", "--bounding-set=-dac_override,-dac_read_search", *cmd]
+    caps = "-dac_override,-dac_read_search"  # from the inheritable set too: root regains what it inherits
+    return ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}", *cmd]
 
 
 def _one_line_exit_2(proc: subprocess.CompletedProcess) -> str:

@@ -62,7 +62,7 @@ def _verdict(row: dict) -> str:
     if row.get("result") and row["result"] != shown:
         shown += f" (as measured: {row['result']})"
     fam = row.get("family") or {}
-    if row["verdict"] in ("holds", "fails") and fam.get("p_holm", 0) >= 0.05:  # resolved on its own p only: say so
+    if (row.get("result") or row["verdict"]) in ("holds", "fails") and fam.get("p_holm", 0) >= 0.05:  # own p only
         shown += f" (on its own p; Holm across the {fam['size']} rows sharing its baseline: {fam['p_holm']:.2g})"
     return shown + (f" ({row['why']})" if row.get("why") else "") + (f"; {row['qualifier']}" if row.get("qualifier") else "")
 
@@ -122,7 +122,8 @@ def paper_block(summary: dict, cost: dict[str, str]) -> str:
 
 def _under(t: dict, k: str) -> str:
     """' (5 under-trained)' beside the kind whose rows a budget precondition left under-trained."""
-    n = (t.get("under_trained") or {}).get(k)
+    under = t.get("under_trained") or {}
+    n = under.get(k) if isinstance(under, dict) else (under if k == "training" else 0)  # an older summary: a count
     return f" ({n} under-trained)" if n else ""
 
 

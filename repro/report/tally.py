@@ -44,8 +44,8 @@ def headline(cmp: Comparison, verdicts: list[Verdict], preconditions: list[Verdi
              "not_resolvable": count(aimed, NOT_RESOLVABLE), "not_testable": count(aimed, NOT_TESTABLE),
              "inconclusive": count(aimed, INCONCLUSIVE), "not_run": count(aimed, NOT_RUN)}
         for k in KINDS[1:]:
-            group = [v for v in (preconditions if k == "precondition" else at)
-                     if kind(v) == k and v.scale == scale and v.verdict in (*JUDGED, OUTSIDE)]
+            group = [v for v in (preconditions if k == "precondition" else at)  # as the READMEs' tallies count
+                     if kind(v) == k and v.scale == scale and v.verdict not in (SMOKE, NOT_DESIGNED)]
             h[k] = {"total": len(group), "hold": count(group, HOLDS), "fail": count(group, FAILS),
                     "other": len(group) - count(group, HOLDS) - count(group, FAILS),
                     "others": {said(w, k): count(group, w) for w in ORDER[2:] if count(group, w)}}
