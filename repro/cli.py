@@ -1,7 +1,8 @@
-"""``python -m repro reproduce|list|deadline|forecast``: the command line, on Hydra.
+"""``python -m repro reproduce|list|park|deadline|forecast``: the command line, on Hydra.
 
     python -m repro reproduce paper=convit [scale=tiny|cpu|small|full] [tables=table2,table3] [seeds=3] [key=value ...]
     python -m repro list [paper=convit] [scale=...]
+    python -m repro park paper=augvit scale=cpu [tables=...]   (a reproduce's arguments: repro/run/parked.py)
     python -m repro deadline 25m [--margin S] [--hold-back] reproduce paper=convit ...   (repro/run/deadline.py)
     python -m repro forecast [--bench FILE] [--paper ID] scale=small ...                 (repro/run/forecast.py)
 
@@ -26,15 +27,16 @@ from .errors import ConfigError, one_line
 from .plan.build import for_command
 from .plan.experiments import known_papers, paper_scales
 from .plan.store import write_plan
-from .run import deadline, forecast, multirun
+from .run import deadline, forecast, multirun, parked
 from .run.dry_run import dry_run
 from .run.listing import list_papers, list_runs
 from .run.outcome import RunsFailed, outcome
 from .run.reproduce import check, reproduce
+from .run.specs import select, sources_of
 from .runs import SCALES, cache_root
 from .train import ddp, preempt
 
-COMMANDS = ("reproduce", "list", "deadline", "forecast")
+COMMANDS = ("reproduce", "list", "park", "deadline", "forecast")
 _exit_code = 0
 
 
@@ -42,7 +44,7 @@ _exit_code = 0
 def _hydra_main(cfg: DictConfig) -> dict:
     """The task function: its return value is what a multirun job reports (repro/run/multirun.py)."""
     global _exit_code
-    command = {"reproduce": _reproduce, "list": _list}[cfg.command]
+    command = {"reproduce": _reproduce, "list": _list, "park": _park}[cfg.command]
     code, error = outcome(lambda: command(OmegaConf.to_container(cfg, resolve=True)))
     if preempt.requested():
         multirun.end_stopped_slurm_job(code)
@@ -86,6 +88,16 @@ def _list(c: dict) -> int:
     if c.get("paper"):
         return list_runs(c, for_command(c, task))
     return list_papers(c, known_papers(), lambda paper: for_command({**c, "paper": paper}, task))
+
+
+def _park(c: dict) -> int:
+    """``park`` with the arguments of a ``reproduce``: the checkpoints its unfinished runs need, copied beside the
+    records (repro/run/parked.py)."""
+    check_command(c)
+    if not c.get("paper"):
+        raise ConfigError("park needs paper=<id>: give it the arguments of the reproduce command it parks")
+    doc = for_command(c, _task())
+    return parked.park(select(c, doc), sources_of(doc), lambda line: print(line, flush=True))
 
 
 def _report(c: dict) -> None:

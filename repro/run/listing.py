@@ -12,14 +12,16 @@ from .. import records
 from ..errors import one_line
 from ..runs import RunSpec
 from ..train.execute import DONE, record_status
+from .parked import parked_path
 from .specs import select
 
 
 def _status(s: RunSpec) -> str:
     try:
-        return record_status(s)
+        st = record_status(s)
     except records.RecordError:
         return "corrupt record"
+    return "parked" if st == "not run" and parked_path(s).exists() else st  # resumes from it (run/parked.py)
 
 
 def list_papers(c: dict, papers: list[str], plan_of: Callable[[str], dict]) -> int:

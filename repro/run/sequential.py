@@ -13,7 +13,7 @@ from ..train import ddp, machine, preempt
 from ..train.checkpoint import CheckpointError
 from ..train.engine import Runtime
 from ..train.execute import DONE, execute, failed_record, record_status, resumes
-from . import sources
+from . import parked, sources
 from .locks import claim, held_by
 from .packed import train_packed
 from .progress import describe, eta
@@ -54,6 +54,8 @@ def run_specs(specs: list[RunSpec], status: dict, force: bool, rt: Runtime, d, s
 def run_one(s: RunSpec, tag: str, rt: Runtime, say, force: bool, progress: str = "",
             dep: RunSpec | None = None) -> dict | None:
     """Run one spec (``dep``: the run it depends on) under its lock; None when it crashed (recorded as failed)."""
+    if rt.persist and rt.dist.is_main:  # a checkpoint parked beside the records by an earlier machine (run/parked.py)
+        parked.restore(s)
     st = ddp.from_main(record_status(s), rt.dist)  # again, under the lock: another process may have finished it
     if st in DONE and not force:
         say(f"{tag} skip {s.run_id} ({st}, finished by another process)")
@@ -79,5 +81,7 @@ def run_one(s: RunSpec, tag: str, rt: Runtime, say, force: bool, progress: str =
         if rt.dist.is_main:
             records.write_record(failed_record(s, rt, e))
         return None
+    if rt.dist.is_main and rec.get("status") in DONE:
+        parked.release(s)
     say(f"{tag} {s.run_id}: {describe(rec)}", flush=True)
     return rec
