@@ -108,7 +108,8 @@ def test_a_parked_checkpoint_of_another_config_is_refused_not_resumed(dirs, caps
     capsys.readouterr()
     assert main(["reproduce", *args[:-1], "recipe.lr=0.02"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: ") and "\n" not in err and str(final_checkpoint(other)) in err
+    assert err.startswith("error: ") and "\n" not in err and f"parked {parked.parked_path(other)} cannot" in err
+    assert "git rm that file" in err and not final_checkpoint(other).exists()  # nothing copied, nothing trained
     assert not records.record_path(pid, "tiny", other.run_id).exists()
     with pytest.raises(checkpoint.CheckpointError):
         checkpoint.load(parked.parked_path(other), other.fingerprint)

@@ -13,6 +13,7 @@ from pathlib import Path
 from .. import records
 from ..errors import ConfigError
 from ..runs import RunSpec, final_checkpoint
+from ..train import checkpoint
 from ..train.execute import DONE, record_status
 
 # Cpu-scale models park a few MB; a larger checkpoint belongs on a shared disk (REPRO_CACHE_DIR), not in git.
@@ -33,6 +34,12 @@ def restore(spec: RunSpec) -> bool:
     src, dst = parked_path(spec), final_checkpoint(spec)
     if dst.exists() or not src.exists():
         return False
+    try:
+        checkpoint.load(src, spec.fingerprint)
+    except checkpoint.CheckpointError as e:  # its advice would delete the whole parked folder
+        why = str(e).split(": ", 1)[-1].split(";")[0]
+        raise checkpoint.CheckpointError(f"parked {src} cannot resume {spec.run_id} ({why}): git rm that file to "
+                                         f"train the run afresh") from None
     _copy(src, dst)
     return True
 
