@@ -32,7 +32,7 @@ from .run.dry_run import dry_run
 from .run.listing import list_papers, list_runs
 from .run.outcome import RunsFailed, outcome
 from .run.reproduce import check, reproduce
-from .run.specs import select, sources_of
+from .run.specs import planned_specs, sources_of
 from .runs import SCALES, cache_root
 from .train import ddp, preempt
 
@@ -96,8 +96,8 @@ def _park(c: dict) -> int:
     check_command(c)
     if not c.get("paper"):
         raise ConfigError("park needs paper=<id>: give it the arguments of the reproduce command it parks")
-    doc = for_command(c, _task())
-    return parked.park(select(c, doc), sources_of(doc), lambda line: print(line, flush=True))
+    doc = for_command(c, _task())  # the whole plan, whatever tables= or runs= name: what any unfinished run needs
+    return parked.park(planned_specs(doc), sources_of(doc), lambda line: print(line, flush=True))
 
 
 def _report(c: dict) -> None:

@@ -29,6 +29,7 @@ from ..train.execute import DONE, record_status
 from ..train.model import create_model
 from ..train.recipe import run_epochs
 from .sequential import BAD_INPUT
+from .parked import parked_path
 from .specs import select
 
 EVAL_SPEEDUP = 3.0  # an evaluated image costs about a third of a trained one (forward only)
@@ -92,7 +93,7 @@ def work(spec: RunSpec) -> tuple[int, int, int]:
     test = len(open_split(data, "test"))
     epochs, per_epoch = run_epochs(recipe, data), train // batch
     total = epochs * per_epoch if not recipe.get("max_steps") else min(epochs * per_epoch, int(recipe["max_steps"]))
-    ckpt = final_checkpoint(spec)
+    ckpt = final_checkpoint(spec) if final_checkpoint(spec).exists() else parked_path(spec)  # restored before it runs
     done = int(torch.load(ckpt, map_location="cpu", weights_only=True).get("step", 0)) if ckpt.exists() else 0
     every = int(recipe.get("eval_every") or 0)
     evals_left = sum(1 for e in range(done // max(1, per_epoch), epochs) if e == epochs - 1 or (every and (e + 1) % every == 0))

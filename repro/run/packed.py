@@ -11,6 +11,7 @@ from ..train import machine
 from ..train.engine import Runtime, train_runs
 from ..train.execute import DONE, make_record, record_status
 from ..train.fused import NotFusable, groups
+from . import parked
 from .locks import claim
 
 
@@ -36,5 +37,7 @@ def train_packed(specs: list[RunSpec], rt: Runtime, say=print) -> set[str]:
                 continue
             for s, res in zip(held, results):
                 records.write_record(make_record(s, rt, res.status, res.metrics, res.provenance, started))
+                if res.status in DONE:
+                    parked.release(s)
                 done.add(s.run_id)
     return done

@@ -1,27 +1,45 @@
 """Checkpoints parked beside the records, so that a campaign longer than one machine's life goes on on the next.
 
-``python -m repro park paper=.. scale=..`` copies what the plan's unfinished runs need out of the cache into
-``results/<paper>/<scale>/parked/<run_id>.pt``: each one's own last checkpoint and the final model of each
-finished run one of them starts from. Committed with the records, they travel with the repository; on a machine
-whose cache lacks one, the run stage copies it back before the run resumes (its fingerprint checked as any
-checkpoint's). A run that ends removes its own; ``park`` removes those nothing needs any more."""
+``python -m repro park <a reproduce command's arguments>`` copies what the unfinished runs of that command's plan
+need out of the cache into ``results/<paper>/<scale>/parked/<run_id>.pt``: each one's own last checkpoint and
+the final model of each finished run one of them starts from. Committed with the records, they travel with the
+repository; before the runs start, the run stage copies a parked checkpoint into the cache where the cache has
+none or an older one (checked before anything is written: another config's is bad input). The record of a run
+resumed so names the checkpoint and its step (``resumed_from``). A run that ends removes its own parked file;
+``park`` removes those nothing unfinished needs. Each parked file stays in git's history: they are for cpu-scale
+models (a few MB)."""
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
+import torch
+
 from .. import records
 from ..errors import ConfigError
 from ..runs import RunSpec, final_checkpoint
-from ..train import checkpoint
+from ..train.checkpoint import CheckpointError
 from ..train.execute import DONE, record_status
 
-# Cpu-scale models park a few MB; a larger checkpoint belongs on a shared disk (REPRO_CACHE_DIR), not in git.
-MAX_MB = 64
+MAX_MB = 64  # a larger checkpoint belongs on a disk the next machine mounts (REPRO_CACHE_DIR), not in git
 
 
 def parked_path(spec: RunSpec) -> Path:
+    """Where ``spec``'s checkpoint is parked: beside its paper's records at its scale."""
     return records.results_root() / spec.paper / spec.scale / "parked" / f"{spec.run_id}.pt"
+
+
+def _step(path: Path, spec: RunSpec, fix: str = "git rm it") -> int:
+    """The step ``path`` was saved at; a file that is not ``spec``'s checkpoint is bad input saying ``fix``."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 - truncated, a Git LFS pointer, another format
+        raise CheckpointError(f"{path} is unreadable ({type(e).__name__}): {fix} to train {spec.run_id} "
+                              f"afresh") from None
+    if state.get("fingerprint") != spec.fingerprint:
+        raise CheckpointError(f"{path} was written for config {state.get('fingerprint')}, not {spec.run_id}'s "
+                              f"{spec.fingerprint}: {fix} to train the run afresh")
+    return int(state["step"])
 
 
 def _copy(src: Path, dst: Path) -> None:
@@ -29,19 +47,19 @@ def _copy(src: Path, dst: Path) -> None:
         records.atomic_write(dst, lambda out: shutil.copyfileobj(f, out))
 
 
-def restore(spec: RunSpec) -> bool:
-    """Copy ``spec``'s parked checkpoint into its run folder where the cache has none; whether it did."""
-    src, dst = parked_path(spec), final_checkpoint(spec)
-    if dst.exists() or not src.exists():
-        return False
-    try:
-        checkpoint.load(src, spec.fingerprint)
-    except checkpoint.CheckpointError as e:  # its advice would delete the whole parked folder
-        why = str(e).split(": ", 1)[-1].split(";")[0]
-        raise checkpoint.CheckpointError(f"parked {src} cannot resume {spec.run_id} ({why}): git rm that file to "
-                                         f"train the run afresh") from None
-    _copy(src, dst)
-    return True
+def check(specs: list[RunSpec]) -> None:
+    """Each parked checkpoint of ``specs`` (the runs a command will train, and their sources) is theirs."""
+    for s in specs:
+        if parked_path(s).exists():
+            _step(parked_path(s), s)
+
+
+def restore(specs: list[RunSpec]) -> None:
+    """Copy each parked checkpoint of ``specs`` into the cache where the cache has none or an older one."""
+    for s in specs:
+        src, dst = parked_path(s), final_checkpoint(s)
+        if src.exists() and (not dst.exists() or _step(src, s) > _step(dst, s, f"delete {dst.parent}")):
+            _copy(src, dst)
 
 
 def release(spec: RunSpec) -> None:
@@ -49,37 +67,37 @@ def release(spec: RunSpec) -> None:
     parked_path(spec).unlink(missing_ok=True)
 
 
-def _unfinished(specs: list[RunSpec]) -> list[RunSpec]:
-    return [s for s in specs if record_status(s) not in DONE]
-
-
 def needs(specs: list[RunSpec], deps: dict[str, RunSpec]) -> dict[str, RunSpec]:
     """Run id -> spec of each checkpoint the unfinished runs among ``specs`` need: their own, their sources'."""
-    return {r.run_id: r for s in _unfinished(specs) for r in (s, deps.get(s.run_id)) if r is not None}
+    unfinished = [s for s in specs if record_status(s) not in DONE]
+    return {r.run_id: r for s in unfinished for r in (s, deps.get(s.run_id)) if r is not None}
 
 
 def park(specs: list[RunSpec], deps: dict[str, RunSpec], say) -> int:
-    """Park what the unfinished runs among ``specs`` need and the cache holds; drop the parked files of these runs
-    that nothing needs any more (a file of a run outside them is left alone, named). Exit code 0."""
+    """Park what the unfinished runs of a whole plan (``specs``) need and the cache holds, unless the parked copy is
+    further on; drop the parked files of the plan's runs that nothing needs (another plan's are left, named)."""
     wanted = needs(specs, deps)
     keep = {i: r for i, r in wanted.items() if final_checkpoint(r).exists()}
     for r in keep.values():
-        size_mb = final_checkpoint(r).stat().st_size / 2**20
-        if size_mb > MAX_MB:
+        if (size_mb := final_checkpoint(r).stat().st_size / 2**20) > MAX_MB:
             raise ConfigError(f"{final_checkpoint(r)} is {size_mb:.0f} MB, over the {MAX_MB} MB a parked checkpoint "
                               f"may have: keep REPRO_CACHE_DIR on a disk the next machine mounts instead")
-    ours = {parked_path(r).name: r for s in specs for r in (s, deps.get(s.run_id)) if r is not None}
-    for folder in sorted({parked_path(r).parent for r in ours.values()}):
+    ours = {parked_path(s).name: s for s in specs}
+    for folder in sorted({parked_path(s).parent for s in specs}):
         for path in sorted(folder.glob("*.pt")) if folder.is_dir() else []:
             if path.name not in ours:
-                say(f"left {path.name}: not a run of this command's plan")
+                say(f"left {path.name}: not a run of this command's plan (another command's arguments?)")
             elif ours[path.name].run_id not in wanted:
                 path.unlink()
                 say(f"unparked {path.name} (nothing unfinished needs it)")
     for run_id, r in keep.items():
-        _copy(final_checkpoint(r), parked_path(r))
+        cached, parked = _step(final_checkpoint(r), r, f"delete {final_checkpoint(r).parent}"), parked_path(r)
+        if parked.exists() and _step(parked, r) > cached:
+            say(f"kept parked {run_id} (step {_step(parked, r)}, further than the cache's {cached})")
+            continue
+        _copy(final_checkpoint(r), parked)
         state = "final model" if record_status(r) in DONE else "checkpoint"
-        say(f"parked {run_id} ({state}, {final_checkpoint(r).stat().st_size / 2**20:.1f} MB)")
+        say(f"parked {run_id} ({state} at step {cached}, {parked.stat().st_size / 2**20:.1f} MB)")
     if not keep:
         say("nothing to park: no unfinished run of the plan has a checkpoint in the cache")
     return 0

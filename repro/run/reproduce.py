@@ -13,7 +13,7 @@ from ..plan.store import check_plan_path, plan_at, plan_path
 from ..runs import run_dir
 from ..train import ddp
 from ..train.execute import DONE, record_status
-from . import multirun
+from . import multirun, parked
 from .outcome import RunsFailed
 from .parallel import parallel
 from .progress import failures_line, prefixed
@@ -35,6 +35,8 @@ def check(c: dict, doc: dict) -> list[str]:
     status = {s.run_id: record_status(s) for s in specs}  # a corrupt record stops us here
     seen: dict = {}
     lines = [validate(s, seen) for s in to_train(specs, status, bool(c.get("force")))]  # a rebuild needs no data
+    if not c.get("force"):  # a forced run starts afresh
+        parked.check(specs)
     return list(dict.fromkeys(n for n in lines if n))
 
 

@@ -29,6 +29,8 @@ def run_specs(specs: list[RunSpec], status: dict, force: bool, rt: Runtime, d, s
     todo = to_train(specs, status, force)  # what this command will run
     took: list[float] = []  # wall seconds of each run this command executed
     failures: list[RunSpec] = []
+    if rt.persist and rt.dist.is_main and not force:  # checkpoints an earlier machine parked (run/parked.py)
+        parked.restore([*todo, *(deps[s.run_id] for s in todo if s.run_id in deps)])
     fused = train_packed(todo, rt, say) if rt.fused and not force else set()
     for i, s in enumerate(specs, 1):
         tag, st = f"[{i}/{len(specs)}]", status[s.run_id]
@@ -54,8 +56,6 @@ def run_specs(specs: list[RunSpec], status: dict, force: bool, rt: Runtime, d, s
 def run_one(s: RunSpec, tag: str, rt: Runtime, say, force: bool, progress: str = "",
             dep: RunSpec | None = None) -> dict | None:
     """Run one spec (``dep``: the run it depends on) under its lock; None when it crashed (recorded as failed)."""
-    if rt.persist and rt.dist.is_main:  # a checkpoint parked beside the records by an earlier machine (run/parked.py)
-        parked.restore(s)
     st = ddp.from_main(record_status(s), rt.dist)  # again, under the lock: another process may have finished it
     if st in DONE and not force:
         say(f"{tag} skip {s.run_id} ({st}, finished by another process)")

@@ -6,7 +6,6 @@ from __future__ import annotations
 from .. import records
 from ..runs import RunSpec, Source, final_checkpoint
 from ..train import checkpoint
-from . import parked
 
 
 class InitError(RuntimeError):
@@ -39,7 +38,6 @@ def _record(source: RunSpec) -> dict:
 
 
 def _weights(source: RunSpec) -> dict:
-    parked.restore(source)  # its final model parked beside the records by an earlier machine
     state = checkpoint.load(final_checkpoint(source), source.fingerprint)
     if state is None:
         rec_path = records.record_path(source.paper, source.scale, source.run_id)
