@@ -108,10 +108,13 @@ def test_park_keeps_the_final_model_an_unfinished_run_starts_from_and_drops_what
     first, second = _two_phase_specs(pid)
     second_rec = records.record_path(pid, "tiny", second.run_id, d["results"])
     top1 = records.read_record(second_rec)["metrics"]["top1"]
-    second_rec.unlink()  # the dependent unfinished, with no checkpoint of its own: it starts from its source
-    final_checkpoint(second).unlink()
+    second_rec.unlink()  # the dependent unfinished
+    assert main(["park", *args]) == 0  # with a checkpoint of its own it needs no weights from its source
+    assert [p.stem for p in parked.parked_path(first).parent.iterdir()] == [second.run_id]
+    final_checkpoint(second).unlink()  # with none, it starts from its source's final model
+    parked.parked_path(second).unlink()
     foreign = d["results"] / pid / "tiny" / "parked" / "other-plan-s0-0123456789.pt"
-    foreign.parent.mkdir(parents=True)
+    foreign.parent.mkdir(parents=True, exist_ok=True)
     foreign.write_bytes(b"parked by a command with other arguments")
     capsys.readouterr()
     assert main(["park", *args]) == 0

@@ -68,9 +68,15 @@ def release(spec: RunSpec) -> None:
 
 
 def needs(specs: list[RunSpec], deps: dict[str, RunSpec]) -> dict[str, RunSpec]:
-    """Run id -> spec of each checkpoint the unfinished runs among ``specs`` need: their own, their sources'."""
-    unfinished = [s for s in specs if record_status(s) not in DONE]
-    return {r.run_id: r for s in unfinished for r in (s, deps.get(s.run_id)) if r is not None}
+    """Run id -> spec of each checkpoint the unfinished runs among ``specs`` need: their own, and their source's
+    final model where they have none of their own (a resumed run holds its trained weights)."""
+    out = {}
+    for s in specs:
+        if record_status(s) in DONE:
+            continue
+        own = final_checkpoint(s).exists() or parked_path(s).exists()
+        out.update({r.run_id: r for r in (s, None if own else deps.get(s.run_id)) if r is not None})
+    return out
 
 
 def park(specs: list[RunSpec], deps: dict[str, RunSpec], say) -> int:
