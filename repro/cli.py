@@ -2,7 +2,7 @@
 
     python -m repro reproduce paper=convit [scale=tiny|cpu|small|full] [tables=table2,table3] [seeds=3] [key=value ...]
     python -m repro list [paper=convit] [scale=...]
-    python -m repro park paper=augvit scale=cpu [tables=...]   (a reproduce's arguments: repro/run/parked.py)
+    python -m repro park paper=augvit scale=cpu [key=value ...]   (a reproduce's run keys, whole plan: run/parked.py)
     python -m repro deadline 25m [--margin S] [--hold-back] reproduce paper=convit ...   (repro/run/deadline.py)
     python -m repro forecast [--bench FILE] [--paper ID] scale=small ...                 (repro/run/forecast.py)
 

@@ -28,8 +28,8 @@ from ..runs import RunSpec, cache_root, final_checkpoint
 from ..train.execute import DONE, record_status
 from ..train.model import create_model
 from ..train.recipe import run_epochs
-from .sequential import BAD_INPUT
 from .parked import parked_path
+from .sequential import BAD_INPUT
 from .specs import select
 
 EVAL_SPEEDUP = 3.0  # an evaluated image costs about a third of a trained one (forward only)
