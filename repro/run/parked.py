@@ -2,12 +2,11 @@
 
 ``python -m repro park <a reproduce command's arguments>`` copies what the unfinished runs of that command's plan
 need out of the cache into ``results/<paper>/<scale>/parked/<run_id>.pt``: each one's own last checkpoint and
-the final model of each finished run one of them starts from. Committed with the records, they travel with the
-repository; before the runs start, the run stage copies a parked checkpoint into the cache where the cache has
+the final model of each finished run one of them starts from. Git ignores them (checkpoints stay out of the
+repository): copied to a disk the next machine mounts, they travel with the campaign; before the runs start, the run stage copies a parked checkpoint into the cache where the cache has
 none or an older one (checked before anything is written: another config's is bad input). The record of a run
 resumed so names the checkpoint and its step (``resumed_from``). A run that ends removes its own parked file;
-``park`` removes those nothing unfinished needs. Each parked file stays in git's history: they are for cpu-scale
-models (a few MB)."""
+``park`` removes those nothing unfinished needs."""
 from __future__ import annotations
 
 import shutil
@@ -21,7 +20,7 @@ from ..runs import RunSpec, final_checkpoint
 from ..train.checkpoint import CheckpointError
 from ..train.execute import DONE, record_status
 
-MAX_MB = 64  # a larger checkpoint belongs on a disk the next machine mounts (REPRO_CACHE_DIR), not in git
+MAX_MB = 64  # cpu-scale runs park a few MB; larger ones should keep REPRO_CACHE_DIR itself on a lasting disk
 
 
 def parked_path(spec: RunSpec) -> Path:
