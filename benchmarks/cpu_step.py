@@ -9,7 +9,7 @@ GFLOP/s (3 x the forward's FLOPs an image) against this core's measured matmul p
 variant's mean loss over the same timed steps from the same weights and batches (each round's run built afresh
 from one seed), how far bf16 moves the numbers. Writes results/bench/<device>-cpu_step.json.
 
-    python -m benchmarks.cpu_step [--sizes 72x6,108x6,192x12] [--steps 8] [--rounds 3]
+    python -m benchmarks.cpu_step [--sizes 72x6,108x6,192x12] [--steps 8] [--rounds 3] [--peak-n 2048]
 """
 from __future__ import annotations
 
@@ -100,12 +100,17 @@ def main(argv=None) -> None:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--steps", type=int, default=8, help="timed steps a round")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--peak-n", type=int, default=2048, help="size of the n x n x n matmuls that measure the peak")
     ap.add_argument("--out", type=Path, default=Path("results/bench"))
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     if not precision.cpu_has_native_bf16():
         print("this CPU has no native bf16: cpu_precision=bf16 trains in fp32 here, and the bf16 rows time fp32")
-    peak = {"fp32": matmul_peak(torch.float32), "bf16": matmul_peak(torch.bfloat16)}
+    native = precision.cpu_has_native_bf16()
+    peak = {"fp32": matmul_peak(torch.float32, args.peak_n)}
+    # without native bf16 the bf16 rows run fp32 (their ceiling is fp32's), and an emulated bf16 matmul
+    # (under 1 GFLOP/s) would take minutes at n = 2048 to measure a ceiling nothing uses
+    peak["bf16"] = matmul_peak(torch.bfloat16, args.peak_n) if native else peak["fp32"]
     sizes = [bench_size(*map(int, s.split("x")), args.batch, args.steps, args.rounds) for s in args.sizes.split(",")]
     rows = []
     for s in sizes:
@@ -118,7 +123,7 @@ def main(argv=None) -> None:
     print(tabulate(rows, headers=["width x depth", "step", "img/s", "vs fp32", "GFLOP/s", "of peak", "mean loss"]))
     out = {"batch": args.batch, "steps": args.steps, "rounds": args.rounds, "threads": 1,
            "load_avg_1min": os.getloadavg()[0],  # other work on the machine: ratios hold, absolute numbers less
-           "native_bf16": precision.cpu_has_native_bf16(), "peak_gflop_s": {k: v / 1e9 for k, v in peak.items()},
+           "native_bf16": native, "peak_gflop_s": {k: v / 1e9 for k, v in peak.items()}, "peak_n": args.peak_n,
            "sizes": sizes}
     print(f"wrote {save(args.out, '-cpu_step', out)}")
 

@@ -153,9 +153,14 @@ def test_make_gpu_check_prints_one_ok_line_per_paper(tmp_path):
 def test_cpu_step_benchmark_writes_each_variant_beside_fp32(tmp_path, monkeypatch):
     from benchmarks import cpu_step
     monkeypatch.setenv("REPRO_CACHE_DIR", str(tmp_path / "cache"))
-    cpu_step.main(["--sizes", "24x1", "--batch", "8", "--steps", "1", "--rounds", "1", "--out", str(tmp_path)])
+    cpu_step.main(["--sizes", "24x1", "--batch", "8", "--steps", "1", "--rounds", "1", "--peak-n", "256",
+                   "--out", str(tmp_path)])
     (path,) = tmp_path.glob("*-cpu_step.json")
-    (size,) = json.loads(path.read_text())["sizes"]
+    out = json.loads(path.read_text())
+    (size,) = out["sizes"]
+    assert out["peak_n"] == 256
+    if not out["native_bf16"]:  # the bf16 rows run fp32 here: read against fp32's ceiling
+        assert out["peak_gflop_s"]["bf16"] == out["peak_gflop_s"]["fp32"]
     assert set(cpu_step.VARIANTS) <= set(size) and size["width"] == 24 and size["depth"] == 1
     for v in cpu_step.VARIANTS:
         assert size[v]["img_s"] > 0 and 0 < size[v]["peak_share"] and size[v]["gflop_s"] > 0

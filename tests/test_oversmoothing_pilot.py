@@ -219,8 +219,13 @@ def test_poster_cossim_is_the_committed_definition_on_training_images(tmp_path, 
     assert m["cossim_train_norm"] == pytest.approx(whole["cossim_norm"], abs=1e-5) and m["cossim_train_images"] == 20
 
 
-def test_smoke_and_dry_runs_read_the_poster_cossim_on_one_probe_batch():
-    """A paper-size dry run must not push 10,000 images through DeiT-B-24 on a CPU (CI's full dry runs)."""
-    from papers.oversmoothing import probes
-    assert probes.train_images({"mode": "dry_run"}) == probes.train_images({"mode": "smoke"}) == probes.PROBE_BATCH
-    assert probes.train_images({}) == probes.TRAIN_IMAGES == 10_000
+def test_smoke_and_dry_runs_read_the_poster_cossim_on_one_of_their_training_batches():
+    """A paper-size dry run must not push 10,000 (or 64) images through DeiT-B-24 on a CPU (CI's full dry runs)."""
+    def first_train_run(*overrides):
+        with initialize_config_dir(str(REPO / "repro" / "conf"), version_base=None):
+            c = OmegaConf.to_container(compose("config", overrides=["paper=oversmoothing", *overrides]), resolve=True)
+        return next(s.config for s in build_specs(c) if s.kind == "train")
+
+    assert probes.train_images(first_train_run("scale=full", "dry_run=true")) == 2
+    assert probes.train_images(first_train_run("scale=tiny", "smoke=true")) == 8
+    assert probes.train_images(first_train_run("scale=full")) == probes.TRAIN_IMAGES == 10_000
