@@ -104,9 +104,9 @@ def main(argv=None) -> None:
     ap.add_argument("--out", type=Path, default=Path("results/bench"))
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
-    if not precision.cpu_has_native_bf16():
-        print("this CPU has no native bf16: cpu_precision=bf16 trains in fp32 here, and the bf16 rows time fp32")
     native = precision.cpu_has_native_bf16()
+    if not native:
+        print("this CPU has no native bf16: cpu_precision=bf16 trains in fp32 here, and the bf16 rows time fp32")
     peak = {"fp32": matmul_peak(torch.float32, args.peak_n)}
     # without native bf16 the bf16 rows run fp32 (their ceiling is fp32's), and an emulated bf16 matmul
     # (under 1 GFLOP/s) would take minutes at n = 2048 to measure a ceiling nothing uses

@@ -28,10 +28,16 @@ from conftest import REPO, build_specs
 PILOT = "/data/pilot-split"
 
 
-def campaign_deit24():
+def oversmoothing_specs(*overrides):
+    """The runs ``python -m repro reproduce paper=oversmoothing <overrides>`` means."""
     with initialize_config_dir(config_dir=str(REPO / "repro" / "conf"), version_base=None):
-        c = OmegaConf.to_container(compose("config", overrides=["scale=cpu", "paper=oversmoothing"]), resolve=True)
-    (s,) = [s for s in build_specs(c) if s.table == "figure2" and s.cell["row"] == "deit" and s.seed == 0]
+        c = OmegaConf.to_container(compose("config", overrides=["paper=oversmoothing", *overrides]), resolve=True)
+    return build_specs(c)
+
+
+def campaign_deit24():
+    (s,) = [s for s in oversmoothing_specs("scale=cpu") if s.table == "figure2" and s.cell["row"] == "deit"
+            and s.seed == 0]
     return s
 
 
@@ -222,9 +228,7 @@ def test_poster_cossim_is_the_committed_definition_on_training_images(tmp_path, 
 def test_smoke_and_dry_runs_read_the_poster_cossim_on_one_of_their_training_batches():
     """A paper-size dry run must not push 10,000 (or 64) images through DeiT-B-24 on a CPU (CI's full dry runs)."""
     def first_train_run(*overrides):
-        with initialize_config_dir(str(REPO / "repro" / "conf"), version_base=None):
-            c = OmegaConf.to_container(compose("config", overrides=["paper=oversmoothing", *overrides]), resolve=True)
-        return next(s.config for s in build_specs(c) if s.kind == "train")
+        return next(s.config for s in oversmoothing_specs(*overrides) if s.kind == "train")
 
     assert probes.train_images(first_train_run("scale=full", "dry_run=true")) == 2
     assert probes.train_images(first_train_run("scale=tiny", "smoke=true")) == 8
