@@ -9,7 +9,7 @@ import torch
 from papers.augvit import experiments, probes
 from repro.functions import lookup
 from repro.runs import source_spec
-from papers.augvit.diversity import circulant_spectral_norm
+from papers.augvit.diversity import circulant_spectral_norm, spectral_norm
 from repro.plan.experiments import DEFAULT_SCALES as SCALES
 from repro.runs import check_unique
 from repro.paper import load_paper
@@ -183,6 +183,12 @@ def test_dense_projection_model_has_dense_paths_with_release_init():
     assert model(torch.randn(2, 3, 32, 32)).shape == (2, 10)
     with pytest.raises(ValueError, match="aug_paths"):
         timm.create_model("augvit_dense_proj", depth=1)
+
+
+@pytest.mark.parametrize("shape", [(96, 384), (384, 96), (48, 48)])
+def test_spectral_norm_is_the_largest_singular_value(shape):
+    w = torch.randn(*shape, generator=torch.Generator().manual_seed(1))
+    assert spectral_norm(w) == pytest.approx(float(torch.linalg.svdvals(w.double())[0]), rel=1e-12)
 
 
 # ---------------------------------------------------------------- what the diversity claims compare

@@ -198,8 +198,15 @@ def s4_bound(model: nn.Module, images: torch.Tensor, setting: str = "stack") -> 
 
 def mlp_lipschitz(mlp: nn.Module, lam: float) -> float:
     """delta of Eq. S.6: lambda ||W_1||_2 ||W_2||_2, a Lipschitz bound of x -> W_2 GELU(W_1 x + b_1) + b_2."""
-    norm = lambda lin: float(torch.linalg.matrix_norm(lin.weight.detach().double(), ord=2))
-    return lam * norm(mlp.fc1) * norm(mlp.fc2)
+    return lam * spectral_norm(mlp.fc1.weight) * spectral_norm(mlp.fc2.weight)
+
+
+def spectral_norm(w: torch.Tensor) -> float:
+    """||W||_2 as the root of the largest eigenvalue of the smaller Gram matrix, in float64: equal to the
+    largest singular value to 1e-15 and several times faster than an SVD of a 768 x 3072 weight."""
+    w = w.detach().double()
+    gram = w @ w.T if w.shape[0] <= w.shape[1] else w.T @ w
+    return float(torch.linalg.eigvalsh(gram)[-1].clamp_min(0).sqrt())
 
 
 def s6_s7_bound(model: nn.Module, images: torch.Tensor) -> list[dict]:
