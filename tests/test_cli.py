@@ -21,7 +21,7 @@ from repro.report.assess import placed
 from repro.report.build import invalid_records
 from repro.plan.experiments import paper_runs
 from repro.run import reproduce
-from repro.runs import ConfigError
+from repro.runs import ConfigError, pointer_source
 from repro.train import preempt
 
 from conftest import EXPERIMENTS, PROBES, REPO, fast_args, image_folder, subprocess_env, write_paper
@@ -363,16 +363,18 @@ def test_slurm_launcher_config_composes():
 @pytest.mark.slow
 def test_cpu_scale_runs_two_jobs_and_a_rerun_skips_everything(dirs, capfd):
     """jobs=2 (the cpu scale's default): one process per group of runs, two at a time, one report; pointers
-    run beside their source (Table 2's 18 trained runs, the pair and the equal-size control, open 18 groups;
-    Table 5 reads them)."""
-    assert main(["reproduce", "paper=convit", "scale=cpu", "smoke=true", "tables=[table2,table5]"]) == 0
+    run beside their source (at one seed Table 2's 6 trained runs, the pair and the equal-size control, open
+    6 groups; Table 5's 2 pointers read them)."""
+    cmd = ["reproduce", "paper=convit", "scale=cpu", "smoke=true", "tables=[table2,table5]", "seeds=1"]
+    assert main(cmd) == 0
     out = capfd.readouterr().out
-    assert "18 of 18 group(s) of runs to do, 2 at a time, 1 thread(s) each" in out
-    assert all(f"shard {g}/18" in out for g in range(18)) and "18/18 group(s) done" in out
+    assert "6 of 6 group(s) of runs to do, 2 at a time, 1 thread(s) each" in out
+    assert all(f"shard {g}/6" in out for g in range(6)) and "6/6 group(s) done" in out
     assert "2 jobs x 1 thread(s) finished" in out
     recs, bad = records.load_records("convit", root=dirs["results"])
-    assert not bad and len(recs) == len([s for s in paper_runs("convit", "cpu") if s.table in ("table2", "table5")])
-    assert main(["reproduce", "paper=convit", "scale=cpu", "smoke=true", "tables=[table2,table5]"]) == 0
+    planned = [s for s in paper_runs("convit", "cpu", seeds=1) if s.table in ("table2", "table5")]
+    assert not bad and len(recs) == len(planned) == 8 and any(pointer_source(s.config) for s in planned)
+    assert main(cmd) == 0
     assert " run table" not in capfd.readouterr().out
 
 
