@@ -23,6 +23,7 @@ from repro.data import build_data
 from repro.functions import register
 from repro.models import CirculantLinear
 from repro.models.cost import count_macs, count_params, macs_without_attention
+from repro.probes.budget import probe_images
 from repro.train.model import create_model
 
 from . import models  # noqa: F401  (registers augvit_dense_proj)
@@ -71,7 +72,8 @@ def diversity_at_init(config: dict) -> dict:
     torch.manual_seed(int(args.get("seed", 0)))
     model = create_model(config, int(config["data"]["num_classes"])).eval()
     size = model.patch_embed.img_size[0]
-    images = build_data(config["data"], config["recipe"], seed=0).test.sample(int(args.get("images", 64)))[0]
+    n = probe_images(config, int(args.get("images", 64)))
+    images = build_data(config["data"], config["recipe"], seed=0).test.sample(n)[0]
     if images.shape[-1] != size:  # bicubic to the model's resolution (Aug-ViT-S at 224 px on CIFAR images)
         images = F.interpolate(images, size=size, mode="bicubic", align_corners=False)
     return shortcut_analysis(model, images)

@@ -21,6 +21,7 @@ from repro.data.tensor_cache import decoded
 from repro.data.tensor_loader import TensorEvalLoader, spread
 from repro.functions import register
 from repro.models.cost import count_params as _count
+from repro.probes.budget import probe_images
 from repro.probes.diversity import num_patches, oversmoothing_metrics, patch_cosine_similarity
 from repro.probes.hooks import eval_mode, record_blocks
 from repro.train.ddp import Dist
@@ -82,10 +83,8 @@ def training_batches(data_cfg: dict, n: int, device, batch_size: int = CHUNK):
 
 
 def train_images(config: dict) -> int:
-    """The poster's 10,000 training images for a real run; a smoke or dry run (``mode``) checks the path
-    on one of its training batches (a dry run's: 2 images): even 64 images through DeiT-B-24 at 224 px take
-    a CPU core a minute a probe, and a dry run exists to be cheap."""
-    return int(config["recipe"]["batch_size"]) if config.get("mode") else TRAIN_IMAGES
+    """The poster's 10,000 training images for a real run; one training batch in a smoke or dry run."""
+    return probe_images(config, TRAIN_IMAGES)
 
 
 def poster_cossim(model: nn.Module, data_cfg: dict, device, images: int = TRAIN_IMAGES) -> dict:

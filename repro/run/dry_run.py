@@ -10,10 +10,6 @@ from .progress import describe
 from .runtime import runtime
 from .specs import select, validate
 
-# images a dry run hands each training probe: enough for every statistic taken across images; 64 at 224 px
-# through DeiT-B's analysis probes took a CPU core a minute and a half, and a dry run exists to be cheap
-DRY_PROBE_BATCH = 2
-
 
 def distinct_shapes(specs: list[RunSpec]) -> list[RunSpec]:
     """One spec per distinct model, data shape, objective and init: recipe and probes change nothing that can rot."""
@@ -31,7 +27,6 @@ def dry_run(c: dict, doc: dict) -> int:
     specs = select(c, doc)
     rt = runtime(c, ddp.setup(c["runtime"]["device"]))
     rt.persist, rt.progress = False, False
-    rt.probe_batch = DRY_PROBE_BATCH
     todo = distinct_shapes(specs)
     print(f"dry run: {len(todo)} distinct run config(s) of {len(specs)} at scale {c['scale']}")
     for s in todo:

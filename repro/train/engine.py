@@ -18,6 +18,7 @@ from timm.utils import random_seed
 from tqdm import tqdm
 
 from ..data import build_data
+from ..probes.budget import probe_images
 from ..records import _jsonable, record_path
 from .machine import device_name, trained_how
 from ..runs import ConfigError, RunSpec, Source, run_dir, source_spec
@@ -304,7 +305,7 @@ class _Run:
         self._note_device()
         self.train_model = None if wide else self._wrap()
         self.compiled_as = self.rt.compile_mode if self.rt.compile else None  # None: eager
-        self.probe_images = self.data.test.sample(rt.probe_batch) if self.probes else None
+        self.probe_images = self.data.test.sample(probe_images(spec.config, rt.probe_batch)) if self.probes else None
         self.last_save = time.perf_counter()
         self.bar = tqdm(total=self.total_steps, initial=min(self.step, self.total_steps), desc=spec.run_id,
                         leave=False, dynamic_ncols=True, disable=None if rt.progress and self.d.is_main and not wide else True)
