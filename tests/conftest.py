@@ -18,7 +18,7 @@ def pytest_collection_modifyitems(config, items):
     """The longest files first (the real-scheduler tests, every paper's smoke and dry runs): under
     pytest-xdist (`make test` runs two workers, a file to one worker) they then run beside the rest instead
     of after it. A stable sort: the same order in every worker, as xdist requires."""
-    first = ("test_slurm.py", "test_every_paper.py")
+    first = ("test_slurm.py", "test_full_dry_run.py", "test_every_paper.py")
     items.sort(key=lambda item: first.index(item.path.name) if item.path.name in first else len(first))
 
 
@@ -167,3 +167,16 @@ def built_notebooks(tmp_path_factory) -> Path:
             if not ((out / "report.ipynb").is_file() and (out / "notebook.html").is_file()):
                 notebook.build(pid, REPO / "papers", REPO / "results", execute="inline")
     return REPO / "results"
+
+
+def papers_with_models(scale):
+    """Every paper; one whose runs name a model timm does not know fails here (at collection), not skips."""
+    import timm
+    from repro.plan.experiments import known_papers, paper_runs
+    from repro.train.model import register_models
+    for paper in known_papers():
+        register_models(paper)
+        missing = sorted({s.config["model"]["name"] for s in paper_runs(paper, scale)
+                          if s.kind == "train" and not timm.is_model(s.config["model"]["name"])})
+        assert not missing, f"{paper} at {scale}: models not registered: {', '.join(missing)}"
+    return known_papers()

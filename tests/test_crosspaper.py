@@ -119,7 +119,7 @@ def test_images_per_s_of_a_second_phase_counts_the_record_it_started_from():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("scale", ["tiny", "small"])  # cpu and full: test_every_paper's dry runs
+@pytest.mark.parametrize("scale", ["tiny", "small"])  # cpu and full: test_every_paper / test_full_dry_run
 def test_every_row_dry_runs(scale, dirs, capsys):
     assert main(["reproduce", "paper=crosspaper", f"scale={scale}", "dry_run=true"]) == 0
     out = capsys.readouterr().out
