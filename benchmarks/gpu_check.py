@@ -51,7 +51,8 @@ def small_run(paper: str, cuda: bool, steps_per_epoch: int) -> tuple[RunSpec, st
     data, recipe = spec.config["data"], spec.config["recipe"]
     batch = int(recipe["batch_size"]) if cuda else 8
     per_class = math.ceil(steps_per_epoch * batch / int(data["num_classes"]))
-    cut = {"data": {"download": False, "fraction": 1.0, "max_per_class": per_class, "test_max_per_class": 10 if cuda else 2},
+    cut = {"data": {"download": False, "fraction": 1.0, "max_per_class": per_class,
+                    "test_max_per_class": 10 if cuda else 2},
            "recipe": {"batch_size": batch, "eval_batch_size": batch, "max_steps": 2 * steps_per_epoch,
                       "epochs": max(2, int(recipe["epochs"])), "scale_epochs_with_fraction": False}}
     spec = RunSpec(**{**vars(spec), "config": OmegaConf.to_container(OmegaConf.merge(spec.config, cut))})
