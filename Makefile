@@ -21,8 +21,9 @@ constraints: $(PY)
 	mv constraints.txt.new constraints.txt
 
 # Two workers, a file each at a time (pytest-xdist): the suite's tests use one thread each, so two fill a 2-core machine.
+# In collection order (tests/conftest.py puts the longest files first); xdist's default orders files by test count.
 test: $(PY)
-	$(PY) -m pytest -q -n 2 --dist loadfile
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 test-fast: $(PY)
 	$(PY) -m pytest -q -m "not slow"

@@ -17,7 +17,8 @@ REPO = Path(__file__).resolve().parents[1]
 def pytest_collection_modifyitems(config, items):
     """The longest files first (the real-scheduler tests, every paper's smoke and dry runs): under
     pytest-xdist (`make test` runs two workers, a file to one worker) they then run beside the rest instead
-    of after it. A stable sort: the same order in every worker, as xdist requires."""
+    of after it (`--no-loadscope-reorder`: xdist would order files by their number of tests, and ran the
+    dry runs' 7 tests last). A stable sort: the same order in every worker, as xdist requires."""
     first = ("test_slurm.py", "test_full_dry_run.py", "test_every_paper.py")
     items.sort(key=lambda item: first.index(item.path.name) if item.path.name in first else len(first))
 
