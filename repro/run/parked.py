@@ -4,9 +4,10 @@
 need out of the cache into ``results/<paper>/<scale>/parked/<run_id>.pt``: each one's own last checkpoint and
 the final model of each finished run one of them starts from. Git ignores them (checkpoints stay out of the
 repository): copied to a disk the next machine mounts, they travel with the campaign. Before the runs start,
-the run stage copies a parked checkpoint into the cache where the cache has none or an older one (checked before anything is written: another config's is bad input). The record of a run
-resumed so names the checkpoint and its step (``resumed_from``). A run that ends removes its own parked file;
-``park`` removes those nothing unfinished needs."""
+the run stage copies a parked checkpoint into the cache where the cache has none or an older one (checked
+before anything is written: another config's is bad input). The record of a run resumed so names the
+checkpoint and its step (``resumed_from``). A run that ends removes its own parked file; ``park`` removes
+those nothing unfinished needs."""
 from __future__ import annotations
 
 import shutil
