@@ -102,10 +102,15 @@ def test_verdicts_follow_the_measurement():
     against = _synthetic_result({"pre_ln": (0.0, 1.0, 1.2), "post_ln": (0.0, 1.0, 1.0),
                                  "res_post_ln": (0.0, 1.0, 1.5)})
     verdicts = {v["claim"]: v["verdict"] for v in th.theorem4_verdicts(against)}
-    assert verdicts["pre_ln: exponent of L"] == "fails"
+    assert verdicts["pre_ln: exponent of L (upper bound)"] == "fails"
     assert verdicts["res_post_ln: exponent of d beyond sqrt(ln d) (upper bound)"] == "fails"
     assert verdicts["res_post_ln gradient below pre_ln at L=48"] == "fails"
     assert verdicts["pre_ln gradient below post_ln at L=48"] == "fails"
+    # The depth exponents are upper bounds: a gradient falling faster than L^-1/2 is within them, and loose.
+    faster = _synthetic_result({"pre_ln": (-1.0, 1.0, 0.1), "post_ln": (0.0, 1.0, 1.0)})
+    rows = {v["claim"]: v for v in th.theorem4_verdicts(faster)}
+    assert rows["pre_ln: exponent of L (upper bound)"]["verdict"] == "holds"
+    assert "loose by L^0.5" in rows["pre_ln: exponent of L (upper bound)"]["measured"]
 
 
 def test_loglog_figure_writes_png(tmp_path):

@@ -240,25 +240,24 @@ def _ordering(result: dict, low: str, high: str) -> dict:
 def theorem4_verdicts(result: dict, tol: float = EXPONENT_TOL) -> list[dict]:
     """Each measured exponent or ordering beside the theory's, with holds / fails / inconclusive.
 
-    L-exponents must match (within tol + 2 SE): the bounds are stated as the gradient's depth behaviour.
-    d-exponents are upper bounds: they hold when the fitted power of d (after sqrt(ln d)) does not exceed
-    the bound's; whether the bound is tight is said in the detail. The orderings are the papers' point:
-    Res-Post-LN below Pre-LN, whose gradient is below Post-LN's at depth.
+    The theorems are O() upper bounds, so each fitted exponent, of L and of d (after sqrt(ln d)), holds
+    when it does not exceed the bound's by more than tol + 2 SE; whether the bound is tight is said in the
+    detail. The orderings are the papers' point: Res-Post-LN below Pre-LN, whose gradient is below
+    Post-LN's at depth.
     """
     out = []
     for norm in result["config"]["blocks"]:
         fit, (a_th, b_th) = result["fits"][norm], result["theory"][norm]
-        if not math.isnan(fit["a"]):
-            slack = tol + 2 * fit["se_a"]
-            out.append({"claim": f"{norm}: exponent of L", "expected": f"{a_th:+.2f}",
-                        "measured": f"{fit['a']:+.3f} +- {fit['se_a']:.3f}",
-                        "verdict": "holds" if abs(fit["a"] - a_th) <= slack else "fails"})
-        if not math.isnan(fit["b"]):
-            slack = tol + 2 * fit["se_b"]
-            tight = "tight" if abs(fit["b"] - b_th) <= slack else f"loose by d^{b_th - fit['b']:.2f}"
-            out.append({"claim": f"{norm}: exponent of d beyond sqrt(ln d) (upper bound)",
-                        "expected": f"<= {b_th:+.2f}", "measured": f"{fit['b']:+.3f} +- {fit['se_b']:.3f} ({tight})",
-                        "verdict": "holds" if fit["b"] <= b_th + slack else "fails"})
+        for axis, value, se, bound, what in (("L", fit["a"], fit["se_a"], a_th, "exponent of L (upper bound)"),
+                                              ("d", fit["b"], fit["se_b"], b_th,
+                                               "exponent of d beyond sqrt(ln d) (upper bound)")):
+            if math.isnan(value):
+                continue
+            slack = tol + 2 * se
+            tight = "tight" if abs(value - bound) <= slack else f"loose by {axis}^{bound - value:.2f}"
+            out.append({"claim": f"{norm}: {what}", "expected": f"<= {bound:+.2f}",
+                        "measured": f"{value:+.3f} +- {se:.3f} ({tight})",
+                        "verdict": "holds" if value <= bound + slack else "fails"})
     blocks = result["config"]["blocks"]
     if {"res_post_ln", "pre_ln"} <= set(blocks):
         out.append(_ordering(result, "res_post_ln", "pre_ln"))
