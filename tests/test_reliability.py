@@ -96,6 +96,10 @@ def test_a_run_another_live_process_holds_is_skipped_and_said_whatever_the_cache
     folder.mkdir(parents=True)
     (folder / locks.LOCK_NAME).write_text(json.dumps({"pid": os.getppid(), "host": os.uname().nodename, "since": 0}))
     monkeypatch.setenv("REPRO_CACHE_DIR", str(tmp_path / "another-cache"))
+    assert main(["list", *fast_args(pid)]) == 0  # shown as training by its holder, the other runs not
+    rows = {line.split()[4]: line for line in capsys.readouterr().out.splitlines() if line.startswith("table")}
+    assert f"training (pid {os.getppid()} on {os.uname().nodename})" in rows.pop(run_id)
+    assert rows and not any("training" in line for line in rows.values())
     assert main(["reproduce", *fast_args(pid)]) == 0
     out = capsys.readouterr().out
     assert f"skip {run_id}: another process holds it (pid {os.getppid()}" in out

@@ -12,15 +12,20 @@ from .. import records
 from ..errors import one_line
 from ..runs import RunSpec
 from ..train.execute import DONE, record_status
+from .locks import live_holder
 from .parked import parked_path
 from .specs import select
 
 
-def _status(s: RunSpec) -> str:
+def _status(s: RunSpec, who: bool = False) -> str:
+    """The run's status; one a live process holds the lock of is "training" (``who``: and by which process)."""
     try:
         st = record_status(s)
     except records.RecordError:
         return "corrupt record"
+    holder = live_holder(s) if st not in DONE else None
+    if holder:
+        return f"training (pid {holder['pid']} on {holder['host']})" if who else "training"
     return "parked" if st == "not run" and parked_path(s).exists() else st  # resumes from it (run/parked.py)
 
 
@@ -47,12 +52,12 @@ def list_runs(c: dict, doc: dict) -> int:
     specs = select(c, doc)
     if c.get("resolved"):
         for s in specs:  # what each run will use: the base, the paper's protocol and the command line merged
-            print(f"# {s.run_id}  ({s.kind}, table {s.table}, row {s.cell['row']}, seed {s.seed}, {_status(s)})")
+            print(f"# {s.run_id}  ({s.kind}, table {s.table}, row {s.cell['row']}, seed {s.seed}, {_status(s, who=True)})")
             print(OmegaConf.to_yaml({"config": s.config}), end="")
         return 0
     rows = []
     for s in specs:
-        st = _status(s)
+        st = _status(s, who=True)
         rec = records.read_record(records.record_path(s.paper, s.scale, s.run_id)) if st in DONE else None
         top1 = rec["metrics"].get("top1", "") if rec else ""
         rows.append([s.table, s.cell["row"], ",".join(s.cell["columns"]), s.seed, s.run_id, st, top1])

@@ -127,6 +127,13 @@ def claim(spec: RunSpec, d: ddp.Dist):
         yield ddp.from_main(held, d)
 
 
+def live_holder(spec: RunSpec) -> dict | None:
+    """The owner {pid, host, since} of the run's lock while its holder is alive (what ``acquire`` would refuse);
+    None when no live process holds it."""
+    path = lock_dir(spec) / LOCK_NAME
+    return None if _stale(path) else owner(path)
+
+
 def held_by(spec: RunSpec) -> str:
     """'another process holds it (pid <pid> on <host>)', with what to do where its owner cannot be read or its
     heartbeat is from the future (a clock ahead of ours: the lock outlives its holder by that much)."""
