@@ -76,9 +76,23 @@ def signal_at(model, step=3, flag="", sig="SIGTERM"):
 '''
 
 
-def _signal_args(pid, flag, sig="SIGTERM"):
+def _signal_args(pid, flag, sig="SIGTERM", step=5):
     return fast_args(pid, "tables=[table2]", "num_shards=2", "shard=1", "recipe.epochs=3",
-                     f"losses=[{{fn: 'papers.{pid}.probes:signal_at', step: 5, flag: '{flag}', sig: {sig}}}]")
+                     f"losses=[{{fn: 'papers.{pid}.probes:signal_at', step: {step}, flag: '{flag}', sig: {sig}}}]")
+
+
+def test_list_says_how_far_a_stopped_run_got(dirs, capsys, tmp_path):
+    """20 steps an epoch: stopped at step 25, the run has one epoch in its log; a run not started, none."""
+    pid = dirs["pid"]
+    write_paper(dirs["papers"], pid, EXPERIMENTS, PROBES + SIGNAL_HOOK)
+    flag = tmp_path / "term-now"
+    flag.touch()
+    args = _signal_args(pid, flag, step=25)
+    assert main(["list", *args]) == 0
+    assert "not run" in capsys.readouterr().out
+    assert main(["reproduce", *args]) == preempt.EXIT_CODE
+    assert main(["list", *args]) == 0
+    assert "  partial, epoch 1 of 3" in capsys.readouterr().out
 
 
 def test_sigterm_checkpoints_releases_the_lock_and_a_rerun_resumes_exactly(dirs, capsys, tmp_path, monkeypatch):

@@ -2,6 +2,7 @@
 from the plans the plan stage built for the command."""
 from __future__ import annotations
 
+import csv
 from collections import Counter
 from typing import Callable
 
@@ -10,8 +11,9 @@ from tabulate import tabulate
 
 from .. import records
 from ..errors import one_line
-from ..runs import RunSpec
+from ..runs import RunSpec, run_dir
 from ..train.execute import DONE, record_status
+from ..train.recipe import run_epochs
 from .locks import live_holder
 from .parked import parked_path
 from .specs import select
@@ -27,6 +29,17 @@ def _status(s: RunSpec, who: bool = False) -> str:
     if holder:
         return f"training (pid {holder['pid']} on {holder['host']})" if who else "training"
     return "parked" if st == "not run" and parked_path(s).exists() else st  # resumes from it (run/parked.py)
+
+
+def _epochs_logged(s: RunSpec) -> str:
+    """", epoch k of E" for a train run whose log (the cache's log.csv, a row per finished epoch) has rows."""
+    try:
+        with open(run_dir(s) / "log.csv", newline="") as f:
+            rows = list(csv.DictReader(f))
+        done, total = int(rows[-1]["epoch"]) + 1, run_epochs(s.config["recipe"], s.config.get("data", {}))
+    except (OSError, IndexError, KeyError, ValueError):  # no log yet, or not a train run's
+        return ""
+    return f", epoch {done} of {total}"
 
 
 def list_papers(c: dict, papers: list[str], plan_of: Callable[[str], dict]) -> int:
@@ -58,6 +71,7 @@ def list_runs(c: dict, doc: dict) -> int:
     rows = []
     for s in specs:
         st = _status(s, who=True)
+        st += _epochs_logged(s) if st not in DONE and st != "not run" else ""
         rec = records.read_record(records.record_path(s.paper, s.scale, s.run_id)) if st in DONE else None
         top1 = rec["metrics"].get("top1", "") if rec else ""
         rows.append([s.table, s.cell["row"], ",".join(s.cell["columns"]), s.seed, s.run_id, st, top1])
