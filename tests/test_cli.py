@@ -294,7 +294,12 @@ def test_corrupt_record_stops_before_training(dirs, capsys):
     err = one_line_error(capsys, main(["reproduce", *fast_args(pid)]))
     assert str(path) in err and "unreadable record" in err
     assert snapshot(dirs["results"], dirs["cache"] / "runs") == before
-    assert main(["list", *fast_args(pid)]) == 0 and "corrupt record" in capsys.readouterr().out
+    log = dirs["cache"] / "runs" / pid / "tiny" / path.stem / "log.csv"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("epoch,train_loss\n0,2.3\n")  # a log beside it is no progress to report
+    assert main(["list", *fast_args(pid)]) == 0
+    out = capsys.readouterr().out
+    assert "corrupt record" in out and "corrupt record, epoch" not in out
 
 
 def test_checkpoint_from_a_different_config_is_refused(dirs, capsys):

@@ -71,7 +71,7 @@ def list_runs(c: dict, doc: dict) -> int:
     rows = []
     for s in specs:
         st = _status(s, who=True)
-        st += _epochs_logged(s) if st not in DONE and st != "not run" else ""
+        st += _epochs_logged(s) if st.startswith(("partial", "training", "failed")) else ""
         rec = records.read_record(records.record_path(s.paper, s.scale, s.run_id)) if st in DONE else None
         top1 = rec["metrics"].get("top1", "") if rec else ""
         rows.append([s.table, s.cell["row"], ",".join(s.cell["columns"]), s.seed, s.run_id, st, top1])
