@@ -32,14 +32,26 @@ def _status(s: RunSpec, who: bool = False) -> str:
 
 
 def _epochs_logged(s: RunSpec) -> str:
-    """", epoch k of E" for a train run whose log (the cache's log.csv, a row per finished epoch) has rows."""
+    """", epoch k of E" for a train run whose log (the cache's log.csv, a row per finished epoch) has rows, and the
+    time its remaining steps take at the median pace of its last three logged epochs."""
     try:
+        recipe = s.config["recipe"]
         with open(run_dir(s) / "log.csv", newline="") as f:
             rows = list(csv.DictReader(f))
-        done, total = int(rows[-1]["epoch"]) + 1, run_epochs(s.config["recipe"], s.config.get("data", {}))
+        done, total = int(rows[-1]["epoch"]) + 1, run_epochs(recipe, s.config.get("data", {}))
+        step, cap = int(rows[-1]["step"]), int(recipe.get("max_steps") or 0)
+        pace = sorted(float(r["images_per_s"]) for r in rows[-3:])[(len(rows[-3:]) - 1) // 2]
+        batch = int(recipe["batch_size"])
     except (OSError, IndexError, KeyError, ValueError):  # no log yet, or not a train run's
         return ""
-    return f", epoch {done} of {total}"
+    end = total * step // done  # the global step counts on across a resume: step / done is the steps per epoch
+    left = (min(end, cap) if cap else end) - step
+    eta = f", {_hours(left * batch / pace)} left at {pace:.0f} img/s" if left > 0 and pace > 0 else ""
+    return f", epoch {done} of {total}{eta}"
+
+
+def _hours(seconds: float) -> str:
+    return f"about {seconds / 3600:.1f} h" if seconds >= 3600 else f"about {max(1, round(seconds / 60))} min"
 
 
 def list_papers(c: dict, papers: list[str], plan_of: Callable[[str], dict]) -> int:
