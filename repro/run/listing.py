@@ -51,6 +51,7 @@ def _epochs_logged(s: RunSpec) -> str:
 
 
 def _hours(seconds: float) -> str:
+    """An estimate, so rounded: tenths of an hour, or whole minutes under one."""
     return f"about {seconds / 3600:.1f} h" if seconds >= 3600 else f"about {max(1, round(seconds / 60))} min"
 
 
