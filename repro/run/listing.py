@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 from collections import Counter
+from statistics import median_low
 from typing import Callable
 
 from omegaconf import OmegaConf
@@ -40,7 +41,7 @@ def _epochs_logged(s: RunSpec) -> str:
             rows = list(csv.DictReader(f))
         done, total = int(rows[-1]["epoch"]) + 1, run_epochs(recipe, s.config.get("data", {}))
         step, cap = int(rows[-1]["step"]), int(recipe.get("max_steps") or 0)
-        pace = sorted(float(r["images_per_s"]) for r in rows[-3:])[(len(rows[-3:]) - 1) // 2]
+        pace = median_low(float(r["images_per_s"]) for r in rows[-3:])
         batch = int(recipe["batch_size"])
     except (OSError, IndexError, KeyError, ValueError):  # no log yet, or not a train run's
         return ""
