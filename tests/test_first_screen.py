@@ -14,6 +14,7 @@ from repro.paper import load_paper
 from repro.records import load_records, write_record
 from repro.report import build_index, build_report, figures
 from repro.report.cells import compare
+from repro.report.glance import lead
 from repro.report.provenance import data_label, model_label
 from repro.report.readme import write_readmes
 
@@ -237,3 +238,27 @@ def test_budget_is_a_preconditions_key_only(tmp_path):
     claim = next(c for c in paper.claims if c.id == "idea_ahead")
     assert not claim.budget and paper.precondition("pre_enough").budget
     assert any("budget is a precondition's key" in p.message for p in paper.problems)
+
+
+def test_a_claim_whose_runs_are_still_training_is_on_the_first_screen_as_not_run(tmp_path):
+    """A central claim with one side unrecorded (its runs still training) was missing from the first screen and
+    the README block while the counts said "1 not run": its row now says which cell has no record, carries no
+    under-trained qualifier (it has no verdict), and is never the paper's line on the index."""
+    papers, results = tmp_path / "papers", tmp_path / "results"
+    (papers / "gl").mkdir(parents=True)
+    (papers / "gl" / "paper.yaml").write_text(PAPER)
+    for seed in range(3):
+        write_record(dict(run_id=f"base-s{seed}", paper="gl", table="acc", scale="full", seed=seed,
+                          cell={"row": "base", "columns": {"top1": "top1"}}, status="finished",
+                          config={"data": DATA, "model": _model("repro_deit_tiny_c32", 3), "recipe": {"epochs": 10}},
+                          metrics={"top1": 50.0 + seed, "epochs": 10, "params": 348_000},
+                          provenance={"device": "cpu", "data": {"test_images": 10000}}), root=results)
+    build_report("gl", papers, results, notebook_execute=None)
+    summary = json.loads((results / "gl" / "summary.json").read_text())
+    rows = {r["id"]: r for r in summary["first_screen"][0]["rows"]}
+    assert set(rows) == {"ahead", "ahead_learnt"}
+    for r in rows.values():
+        assert (r["verdict"], r["cls"]) == ("not run", "v-not-run") and r["toward"]["effect"] is None
+        assert r["why"] == "no record yet of ConViT-S · Top-1" and not r["qualifier"]  # pre_floor not met: no verdict
+    assert lead(summary) is None
+    assert "· not run (why: no record yet of ConViT-S · Top-1)" in (results / "gl" / "REPORT.md").read_text()

@@ -16,7 +16,7 @@ from repro.runs import is_smoke
 from repro.paper import Paper, Ref
 
 CENTRAL = ("training", "ours", "cited")  # claims about training outcomes; theory and timing are counted below
-SHOWN = (HOLDS, FAILS, OUTSIDE, INCONCLUSIVE, NOT_TESTABLE, "not resolvable")
+SHOWN = (HOLDS, FAILS, OUTSIDE, INCONCLUSIVE, NOT_TESTABLE, "not resolvable", NOT_RUN)  # not run: still training
 CHIPS = {HOLDS: ("holds", "✓"), FAILS: ("fails", "✗"), OUTSIDE: ("outside-regime", "⊘"),
          INCONCLUSIVE: ("inconclusive", "?"), "not resolvable": ("not-resolvable", "?"),
          NOT_TESTABLE: ("not-testable", "–"), "met": ("met", "✓"), "not met": ("not-met", "!")}
@@ -197,6 +197,13 @@ def why(v: Verdict, c: Check | None) -> str:
     return why_open
 
 
+def unrecorded(cmp: Comparison, v: Verdict) -> str:
+    """Why a claim designed for this scale has no verdict yet: the cells its comparisons read that hold no run."""
+    refs = dict.fromkeys(r for c in v.checks for r in (c.lhs, c.rhs) if r.const is None)
+    empty = [ref_label(cmp.paper, r) for r in refs if not getattr(cmp.cell(r, v.scale), "n", 0)]
+    return f"no record yet of {', '.join(empty)}" if v.verdict == NOT_RUN and empty else ""
+
+
 def row(cmp: Comparison, v: Verdict, drawn: set | frozenset = frozenset()) -> dict:
     """One claim at one scale as the first screen shows it, linking the drawn figures of its tables."""
     paper, c = cmp.paper, deciding(v.checks, v.claim.somewhere)
@@ -205,10 +212,12 @@ def row(cmp: Comparison, v: Verdict, drawn: set | frozenset = frozenset()) -> di
     ok, bad = p_sides(c) if c else ("", "")
     side = bad if c and (c.verdict == FAILS or (t and t.p_greater is not None and getattr(t, bad) < getattr(t, ok))) else ok
     pre = [precondition_row(paper, p) for p in v.preconditions]
-    under = [p for p, r in zip(v.preconditions, pre) if not r["met"] and (_floor(p) or p.claim.budget)]
+    under = [p for p, r in zip(v.preconditions, pre) if not r["met"] and (_floor(p) or p.claim.budget)
+             and v.verdict != NOT_RUN]  # a row without a verdict is not under-trained
     return {"id": v.claim.id, "text": v.claim.text, "kind": kind(v), "scale": v.scale,
             "verdict": said(v.verdict, v.claim.evidence), "label": v.label, **chip(v.verdict, v.claim.evidence),
-            "result": v.result or None, "toward": toward(c, t), "why": why(v, c), "scope": scope(paper, v),
+            "result": v.result or None, "toward": toward(c, t), "why": why(v, c) or unrecorded(cmp, v),
+            "scope": scope(paper, v),
             "setting": setting(cmp, [c] if c else v.checks, v.scale),
             "compared": f" {c.relation} ".join(pair_labels(paper, c.lhs, c.rhs, cmp, v.scale)) if c else "",
             "comparisons": len(v.checks), "relation": c.relation if c else "",
@@ -299,8 +308,10 @@ def first_screen(a: Assessment, drawn: set | frozenset = frozenset()) -> list[di
 
 
 def lead(summary: dict) -> dict | None:
-    """A paper's line on the index: its first training claim at the scale that judges most, with its counts."""
-    block = next((b for b in summary.get("first_screen") or [] if b["rows"]), None)
+    """A paper's line on the index: its first judged training claim at the scale that judges most, with its counts."""
+    judged = [dict(b, rows=[r for r in b["rows"] if r["verdict"] != NOT_RUN])
+              for b in summary.get("first_screen") or []]
+    block = next((b for b in judged if b["rows"]), None)
     if block is None:
         return None
     r = next((r for r in block["rows"] if r["kind"] == "training"), block["rows"][0])
