@@ -3,6 +3,8 @@ records and ``results/<paper>/<scale>/parked/``), resuming exactly; park keeps o
 from __future__ import annotations
 
 import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -182,3 +184,10 @@ def test_fused_groups_resume_their_parked_checkpoints_and_release_them(dirs, tmp
     assert len(recs) == 4 and all(recs[i]["provenance"]["resumed_from"]["step"] > 0 for i in held)
     assert all(recs[i]["provenance"]["trained"] == "fused" for i in held)
     assert not list((tmp_path / "results-second").rglob("parked/*.pt"))
+
+
+def test_git_carries_parked_checkpoints():
+    """The repository is all a replaced machine keeps: a parked checkpoint must not be one git ignores."""
+    root = Path(__file__).resolve().parents[1]
+    for path in ("results/augvit/cpu/parked/ablations-augvit-augvit-s0-949446e280.pt", "results/x/tiny/parked/r.pt"):
+        assert subprocess.run(["git", "check-ignore", "-q", path], cwd=root).returncode == 1, path

@@ -1,13 +1,13 @@
 """Checkpoints parked beside the records, so that a campaign longer than one machine's life goes on on the next.
 
 ``python -m repro park <a reproduce command's arguments>`` copies what the unfinished runs of that command's plan
-need out of the cache into ``results/<paper>/<scale>/parked/<run_id>.pt``: each one's own last checkpoint and
-the final model of each finished run one of them starts from. Git ignores them (checkpoints stay out of the
-repository): copied to a disk the next machine mounts, they travel with the campaign. Before the runs start,
-the run stage copies a parked checkpoint into the cache where the cache has none or an older one (checked
-before anything is written: another config's is bad input). The record of a run resumed so names the
-checkpoint and its step (``resumed_from``). A run that ends removes its own parked file; ``park`` removes
-those nothing unfinished needs."""
+need out of the cache into ``results/<paper>/<scale>/parked/<run_id>.pt``: each one's own last checkpoint and the
+final model of each finished run one of them starts from. They are committed with the records: a machine can be
+replaced between sessions with nothing but the repository carried over, and a cpu-scale checkpoint is a few MB.
+Before the runs start, the run stage copies a parked checkpoint into the cache where the cache has none or an older
+one (checked before anything is written: another config's is bad input). The record of a run resumed so names the
+checkpoint and its step (``resumed_from``). A run that ends removes its own parked file; ``park`` removes those
+nothing unfinished needs."""
 from __future__ import annotations
 
 import shutil
@@ -21,7 +21,7 @@ from ..runs import RunSpec, final_checkpoint
 from ..train.checkpoint import CheckpointError
 from ..train.execute import DONE, record_status
 
-MAX_MB = 64  # cpu-scale runs park a few MB; larger ones should keep REPRO_CACHE_DIR itself on a lasting disk
+MAX_MB = 64  # a file git carries; larger runs keep REPRO_CACHE_DIR itself on a disk the next machine mounts
 
 
 def parked_path(spec: RunSpec) -> Path:
