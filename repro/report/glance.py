@@ -89,11 +89,16 @@ def _records(cmp: Comparison, ref: Ref, scale: str) -> list[dict]:
     return [rec for rec, _ in cmp.runs(scale, ref.table, ref.row, ref.column)]
 
 
+def cells(checks: list[Check]) -> list:
+    """The measured cells ``checks`` compare (constants left out), each once, in order."""
+    return list(dict.fromkeys(r for c in checks for r in (c.lhs, c.rhs) if r.const is None))
+
+
 def setting(cmp: Comparison, checks: list[Check], scale: str) -> dict:
     """What the compared runs measured, from their own records (setting.py), with seeds per cell."""
     recs = {r.get("run_id"): r for c in checks for ref in (c.lhs, c.rhs) for r in _records(cmp, ref, scale)}
     out = joined([run_setting(r, cmp.models, cmp.counted) for r in recs.values() if r.get("status") == "finished"])
-    refs = dict.fromkeys(x for ch in checks for x in (ch.lhs, ch.rhs) if x.const is None)
+    refs = cells(checks)
     seeds = _joined(c.n for c in (cmp.cell(ref, scale) for ref in refs) if c is not None and c.n)
     out["seeds"] = seeds
     out["text"] += f" · {seeds} seed{'s' if seeds != '1' else ''}" if seeds else ""
@@ -199,15 +204,14 @@ def why(v: Verdict, c: Check | None) -> str:
 
 def unrecorded(cmp: Comparison, v: Verdict) -> str:
     """Why a claim designed for this scale has no verdict yet: the cells its comparisons read that hold no run."""
-    refs = dict.fromkeys(r for c in v.checks for r in (c.lhs, c.rhs) if r.const is None)
-    empty = [ref_label(cmp.paper, r) for r in refs if not getattr(cmp.cell(r, v.scale), "n", 0)]
+    empty = [ref_label(cmp.paper, r) for r in cells(v.checks) if not getattr(cmp.cell(r, v.scale), "n", 0)]
     return f"no record yet of {', '.join(empty)}" if v.verdict == NOT_RUN and empty else ""
 
 
 def row(cmp: Comparison, v: Verdict, drawn: set | frozenset = frozenset()) -> dict:
     """One claim at one scale as the first screen shows it, linking the drawn figures of its tables."""
     paper, c = cmp.paper, deciding(v.checks, v.claim.somewhere)
-    tables = {r.table for ch in v.checks for r in (ch.lhs, ch.rhs) if r.const is None}
+    tables = {r.table for r in cells(v.checks)}
     t = decisive(c) if c else None
     ok, bad = p_sides(c) if c else ("", "")
     side = bad if c and (c.verdict == FAILS or (t and t.p_greater is not None and getattr(t, bad) < getattr(t, ok))) else ok
