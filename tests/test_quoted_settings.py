@@ -20,16 +20,22 @@ def _screen(paper: str, scale: str = "cpu") -> dict:
     return {r["id"]: r for r in block["rows"]}
 
 
-def test_augvit_probes_at_init_show_their_own_image_size_state_and_size():
-    """no_collapse and beyond_identity rest on Aug-ViT-S at 224 px at initialisation, beyond_identity_relative on
-    the small model at initialisation: none of them on the 32-px, 20-epoch training of the scale."""
+def test_augvit_rows_show_their_own_image_size_state_and_size():
+    """Each row quotes the setting of the comparison that decided it: the diversity claims whose trained cut
+    decides rest on the 32-px, 80-epoch Aug-ViT; msa_shortcuts_matter_most on Aug-ViT-S at 224 px at
+    initialisation; beyond_identity_relative on the small model at initialisation."""
     rows = _screen("augvit")
-    for claim in ("no_collapse", "beyond_identity"):
+    for claim in ("no_collapse", "beyond_identity", "mlp_shortcuts_assist"):
         s = rows[claim]["setting"]
-        assert s["img_size"] == [224] and s["state"] == ["at init"] and s["families"] == ["Aug-ViT"]
-        assert "224 px · at init" in s["text"] and "22.1M" in s["text"] and "epochs" not in s["text"]
+        assert s["img_size"] == [32] and s["state"] == ["trained"] and s["families"] == ["Aug-ViT"]
+        assert s["epochs"] == "80" and "32 px · trained" in s["text"] and "0.36M" in s["text"]
+    init = rows["msa_shortcuts_matter_most"]["setting"]
+    assert init["img_size"] == [224] and init["state"] == ["at init"] and init["families"] == ["Aug-ViT"]
+    assert "224 px · at init" in init["text"] and "22.1M" in init["text"] and "epochs" not in init["text"]
     rel = rows["beyond_identity_relative"]["setting"]
     assert rel["state"] == ["at init"] and "epochs" not in rel["text"] and rel["families"] == ["Aug-ViT"]
+    pair = rows["augvit_beats_deit_reduced"]["setting"]
+    assert pair["families"] == ["Aug-ViT", "DeiT"] and pair["short"] == "32 px, trained 80 epochs, 0.35M/0.36M"
     page = (ROOT / "results" / "augvit" / "report.html").read_text()
     index = (ROOT / "results" / "index.html").read_text()
     for text in (page, index):
@@ -160,8 +166,10 @@ def test_the_cross_paper_rows_against_one_baseline_are_holm_corrected_across_the
 
 def test_effects_read_in_the_claims_direction_with_p_labelled_and_the_reason_for_open_rows():
     rows = _screen("augvit")
-    bound = rows["no_collapse"]  # DeiT's curve at or below Aug-ViT's: lhs - rhs = -0.19 is the claim's side
-    assert bound["relation"] == "<=" and bound["effect"] < 0 < bound["toward"]["effect"] == -bound["effect"]
+    bound = rows["no_collapse"]  # (b)'s curve at or below (d)'s: lhs - rhs < 0 is the claim's side
+    assert bound["relation"] == "<=" and bound["effect"] > 0 > bound["toward"]["effect"] == -bound["effect"]
+    greater = rows["augvit_beats_deit_reduced"]  # lhs - rhs > 0 is the claim's side: shown as it is
+    assert greater["relation"] == ">" and greater["toward"]["effect"] == greater["effect"] < 0
     readme = _block(ROOT / "papers" / "augvit" / "README.md")
     assert "| `no_collapse` | " in readme and f"| {bound['toward']['effect']:+.3g} [" in readme
     assert "+ = the claim's direction" in readme
