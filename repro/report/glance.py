@@ -312,13 +312,15 @@ def first_screen(a: Assessment, drawn: set | frozenset = frozenset()) -> list[di
 
 
 def lead(summary: dict) -> dict | None:
-    """A paper's line on the index: its first judged training claim at the scale that judges most, with its counts."""
+    """A paper's line on the index, at the scale that judges most: its first training claim judged in the paper's
+    regime (else its first judged one), so a central claim tested where the paper makes it leads; with its counts."""
     judged = [dict(b, rows=[r for r in b["rows"] if r["verdict"] != NOT_RUN])
               for b in summary.get("first_screen") or []]
     block = next((b for b in judged if b["rows"]), None)
     if block is None:
         return None
-    r = next((r for r in block["rows"] if r["kind"] == "training"), block["rows"][0])
+    training = [r for r in block["rows"] if r["kind"] == "training"] or block["rows"]
+    r = next((r for r in training if r["verdict"] in (HOLDS, FAILS, INCONCLUSIVE)), training[0])
     t = (summary.get("tallies") or {}).get(block["scale"]) or {}
     own = ", ".join(f"{n} {v}" for v, n in (t.get("training") or {}).items())
     ours = ", ".join(f"{n} {v}" for v, n in (t.get("ours") or {}).items())
