@@ -320,7 +320,7 @@ def lead(summary: dict) -> dict | None:
     if block is None:
         return None
     training = [r for r in block["rows"] if r["kind"] == "training"] or block["rows"]
-    r = next((r for r in training if r["verdict"] in (HOLDS, FAILS, INCONCLUSIVE)), training[0])
+    r = next((r for r in training if r["verdict"] in JUDGED), training[0])
     t = (summary.get("tallies") or {}).get(block["scale"]) or {}
     own = ", ".join(f"{n} {v}" for v, n in (t.get("training") or {}).items())
     ours = ", ".join(f"{n} {v}" for v, n in (t.get("ours") or {}).items())
